@@ -1,0 +1,1 @@
+//! Lock-free conflate (stub).

@@ -1,0 +1,36 @@
+//! # keybus
+//!
+//! Lock-free in-process fan-out buses for high-throughput telemetry.
+//!
+//! - [`conflate`]: keyed latest-value fan-out. Each receiver keeps one slot per
+//!   pending key and a first-touch-ordered key queue; a send for a pending key merges
+//!   into its slot. A slow receiver never lags into loss: it catches up to the latest
+//!   value of every key, with memory bounded by the live key set.
+//! - [`broadcast`]: a bounded cursor history. One ring of revisions, many readers
+//!   with their own cursors; a reader that falls behind gets an explicit gap.
+//! - [`baseline`]: the same API done the plain way (one mutex). It is the oracle for
+//!   differential tests and what every benchmark is measured against.
+//!
+//! ## conflate versus broadcast
+//!
+//! Pick [`conflate`] when consumers care about the *current state of each entity*
+//! (dashboards, indexers, cache invalidation): memory is bounded by the key set and
+//! nothing is ever reported lost, only folded (see [`Event::sends`]). Pick
+//! [`broadcast`] when consumers need *every revision* of one stream within a
+//! retention window, and must be told exactly when they fell out of it.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(rust_2018_idioms)]
+
+pub mod baseline;
+pub mod broadcast;
+pub mod conflate;
+
+mod error;
+mod event;
+mod policy;
+mod sync;
+mod wait;
+
+pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
+pub use event::{Entry, Event};

@@ -1,0 +1,169 @@
+//! The one place the crate names its synchronization primitives.
+//!
+//! Normal builds use `std` (and `event-listener` for parking); `--cfg loom` swaps in
+//! loom's model-checked versions so the protocols in `conflate` and `broadcast` can
+//! be explored exhaustively by the models in `loom-tests/`. Code elsewhere never
+//! names `std::sync::atomic` directly.
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+};
+
+/// Locks `m`, ignoring poisoning.
+///
+/// Every critical section in this crate that runs user code (merge, key filter)
+/// repairs its state before the panic leaves it, so a poisoned mutex holds a
+/// consistent value and the bus stays usable (SPEC conflate rule 9).
+#[cfg(not(loom))]
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Locks `m` (loom's mutex does not poison the way std's does).
+#[cfg(loom)]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(not(loom))]
+pub(crate) use event_listener::{
+    Event as Notify, EventListener as Listener, Listener as ListenerExt,
+};
+
+#[cfg(loom)]
+pub(crate) use loom_notify::{Listener, ListenerExt, Notify};
+
+/// A stand-in for `event_listener::Event` built from loom's mutex and condvar, so
+/// that park/wake protocols are model-checked. Deadlines are not modeled: loom has
+/// no clock, so `wait_deadline` waits like `wait` (a model that relies on a timeout
+/// firing would deadlock, which loom reports).
+#[cfg(loom)]
+mod loom_notify {
+    use loom::sync::{Arc, Condvar, Mutex};
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use std::time::Instant;
+
+    /// Stands in for `event_listener::Listener`, whose methods the loom listener
+    /// has inherently.
+    pub(crate) trait ListenerExt {}
+
+    #[derive(Default)]
+    struct Inner {
+        notified: Mutex<u64>,
+        cond: Condvar,
+    }
+
+    pub(crate) struct Notify {
+        inner: Arc<Inner>,
+    }
+
+    pub(crate) struct Listener {
+        inner: Arc<Inner>,
+        seen: u64,
+    }
+
+    impl Default for Notify {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl Notify {
+        pub(crate) fn new() -> Self {
+            Notify {
+                inner: Arc::new(Inner::default()),
+            }
+        }
+
+        pub(crate) fn listen(&self) -> Listener {
+            let seen = *self.inner.notified.lock().unwrap();
+            Listener {
+                inner: self.inner.clone(),
+                seen,
+            }
+        }
+
+        pub(crate) fn notify(&self, _n: usize) -> usize {
+            *self.inner.notified.lock().unwrap() += 1;
+            self.inner.cond.notify_all();
+            1
+        }
+    }
+
+    impl Listener {
+        pub(crate) fn wait(self) {
+            let mut n = self.inner.notified.lock().unwrap();
+            while *n == self.seen {
+                n = self.inner.cond.wait(n).unwrap();
+            }
+        }
+
+        pub(crate) fn wait_deadline(self, _deadline: Instant) -> Option<()> {
+            self.wait();
+            Some(())
+        }
+    }
+
+    impl Future for Listener {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if *self.inner.notified.lock().unwrap() != self.seen {
+                Poll::Ready(())
+            } else {
+                loom::thread::yield_now();
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// A read-mostly shared value: lock-free loads for the hot path, whole-value
+/// replacement for the rare writer. `arc-swap` normally; a loom mutex under loom
+/// (arc-swap's own protocol is not loom-instrumented, and it is not ours to check).
+#[cfg(not(loom))]
+pub(crate) struct Snapshot<T>(arc_swap::ArcSwap<T>);
+
+#[cfg(not(loom))]
+impl<T> Snapshot<T> {
+    pub(crate) fn new(value: std::sync::Arc<T>) -> Self {
+        Snapshot(arc_swap::ArcSwap::new(value))
+    }
+
+    /// A cheap read guard; holding it keeps the value alive.
+    pub(crate) fn load(&self) -> arc_swap::Guard<std::sync::Arc<T>> {
+        self.0.load()
+    }
+
+    pub(crate) fn store(&self, value: std::sync::Arc<T>) {
+        self.0.store(value);
+    }
+}
+
+#[cfg(loom)]
+pub(crate) struct Snapshot<T>(loom::sync::Mutex<std::sync::Arc<T>>);
+
+#[cfg(loom)]
+impl<T> Snapshot<T> {
+    pub(crate) fn new(value: std::sync::Arc<T>) -> Self {
+        Snapshot(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn load(&self) -> std::sync::Arc<T> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub(crate) fn store(&self, value: std::sync::Arc<T>) {
+        *self.0.lock().unwrap() = value;
+    }
+}

@@ -1,0 +1,103 @@
+//! Parking for every blocking and async receive in the crate.
+//!
+//! Each receive is written once as a non-blocking *attempt* (`FnMut() -> Option<R>`:
+//! `Some` when the call can answer now, `None` when it must wait). This module turns
+//! it into the blocking, deadline, async and `Stream` forms with the one protocol that
+//! cannot lose a wake-up: attempt, register a listener, attempt again, then park. A
+//! notification between the second attempt and the park finds the listener
+//! registered, so the park returns at once.
+//!
+//! Parking itself is `event-listener`'s (a well-kept, executor-agnostic primitive);
+//! nothing here spins.
+
+#[allow(unused_imports)]
+use crate::sync::ListenerExt as _;
+use crate::sync::{Listener, Notify};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+/// Blocks until `attempt` answers, or `deadline` passes.
+///
+/// Returns `None` only when the deadline passed and a last attempt after it still
+/// had nothing: a value or a close that is ready at the deadline wins over the
+/// timeout, like `std::sync::mpsc::Receiver::recv_timeout`.
+pub(crate) fn block<R>(
+    notify: &Notify,
+    deadline: Option<Instant>,
+    mut attempt: impl FnMut() -> Option<R>,
+) -> Option<R> {
+    loop {
+        if let Some(r) = attempt() {
+            return Some(r);
+        }
+        let listener = notify.listen();
+        if let Some(r) = attempt() {
+            return Some(r);
+        }
+        match deadline {
+            None => listener.wait(),
+            Some(deadline) => {
+                if listener.wait_deadline(deadline).is_none() {
+                    return attempt();
+                }
+            }
+        }
+    }
+}
+
+/// One poll of the async form: `listener` is the caller's parking state, kept
+/// between polls (in a future, or in a `Stream` implementor).
+///
+/// Dropping the caller's state between polls consumes nothing: `attempt` only
+/// takes a value when it returns it.
+pub(crate) fn poll_attempt<R>(
+    notify: &Notify,
+    listener: &mut Option<Listener>,
+    cx: &mut Context<'_>,
+    mut attempt: impl FnMut() -> Option<R>,
+) -> Poll<R> {
+    loop {
+        if let Some(r) = attempt() {
+            *listener = None;
+            return Poll::Ready(r);
+        }
+        match listener {
+            None => *listener = Some(notify.listen()),
+            Some(l) => match Pin::new(l).poll(cx) {
+                Poll::Ready(()) => *listener = None,
+                Poll::Pending => return Poll::Pending,
+            },
+        }
+    }
+}
+
+/// A future over an attempt closure; see [`poll_attempt`].
+pub(crate) struct WaitFuture<'a, F> {
+    notify: &'a Notify,
+    listener: Option<Listener>,
+    attempt: F,
+}
+
+impl<'a, F> WaitFuture<'a, F> {
+    pub(crate) fn new(notify: &'a Notify, attempt: F) -> Self {
+        WaitFuture {
+            notify,
+            listener: None,
+            attempt,
+        }
+    }
+}
+
+impl<F, R> Future for WaitFuture<'_, F>
+where
+    F: FnMut() -> Option<R> + Unpin,
+{
+    type Output = R;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let this = self.get_mut();
+        poll_attempt(this.notify, &mut this.listener, cx, &mut this.attempt)
+    }
+}
