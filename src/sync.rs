@@ -6,15 +6,17 @@
 //! names `std::sync::atomic` directly.
 
 #[cfg(not(loom))]
+#[allow(unused_imports)]
 pub(crate) use std::sync::{
     atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    Arc, Condvar, Mutex, MutexGuard,
+    Arc, Mutex, MutexGuard,
 };
 
 #[cfg(loom)]
+#[allow(unused_imports)]
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    Arc, Condvar, Mutex, MutexGuard,
+    Arc, Mutex, MutexGuard,
 };
 
 /// Locks `m`, ignoring poisoning.

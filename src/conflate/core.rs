@@ -1,0 +1,418 @@
+//! One receiver's pending state: sharded key slots plus the first-touch queue.
+//!
+//! ## Layout
+//!
+//! - `shards`: `SHARDS` mutex-guarded hash tables, chosen by the key's hash. A slot
+//!   holds the key's pending value (`live`) and, only during a cut, the value that
+//!   the cut owns (`cut`). A send that coalesces touches one shard of one receiver
+//!   and nothing else.
+//! - `queue`: the first-touch order as a list of tickets (see `tickets.rs`), plus the
+//!   receiver's *cut epoch*. Only a send for a key that is not pending takes it.
+//! - The consumer keeps a private ticket list (`Local`): it refills it by swapping
+//!   the whole shared list out in O(1), so popping takes the queue lock once per
+//!   batch, not once per event.
+//!
+//! Lock order is shard → queue; the consumer never holds both.
+//!
+//! ## Why each race is safe (DESIGN-NOTES conflate 1, 2)
+//!
+//! - **Coalesce versus pop.** A slot's `live` value is taken, merged into and
+//!   annihilated only under its shard lock, and a ticket matches a slot only by its
+//!   unique `id`. A pop that wins takes the value and removes the slot, so a later
+//!   send finds no slot and appends the key afresh at the back. A send that wins
+//!   merges first and the pop delivers the merged value.
+//! - **The cut is one instant.** `cut` bumps the epoch and detaches the shared list
+//!   in one queue-lock critical section (O(1): publishers are not held up by the
+//!   size of the backlog). A send reads the epoch under its shard lock and merges
+//!   only into a slot of the *current* epoch; a slot of an older epoch belongs to the
+//!   cut, so the send parks that value in `cut` for the drain and starts a fresh
+//!   pending value at the back of the new queue. Every send is therefore wholly
+//!   before the cut (its effect is in the batch: it read the old epoch, and the drain
+//!   takes the slot under the same shard lock after it) or wholly after (it read the
+//!   new epoch, or its ticket landed in the new list). See `cut` for the ordering
+//!   argument.
+//! - **Annihilation leaves no residue.** The slot is removed and its ticket unlinked
+//!   from the shared list (O(1)); if the ticket already moved to the consumer's
+//!   private list, the consumer skips it as stale when it gets there.
+
+use super::tickets::{Ticket, TicketList};
+use crate::event::Event;
+use crate::policy::{KeyFilter, Merge};
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
+use crossbeam_utils::CachePadded;
+use hashbrown::hash_table::{Entry as TableEntry, HashTable};
+use std::mem;
+use std::panic::{self, AssertUnwindSafe};
+
+/// Shards per receiver. Enough that a few senders coalescing into different keys
+/// rarely meet; small enough that an idle receiver costs about 2 KiB.
+const SHARDS: usize = 16;
+
+/// Where a pending value's ticket is: its unique id, the shared-list segment it was
+/// pushed into, and its index there.
+#[derive(Clone, Copy, Debug)]
+struct TicketRef {
+    id: u64,
+    seg: u64,
+    idx: u32,
+}
+
+struct Pending<V> {
+    value: V,
+    sends: u64,
+    epoch: u64,
+    ticket: TicketRef,
+}
+
+struct Slot<K, V> {
+    key: K,
+    hash: u64,
+    /// The key's pending value in the current epoch (or in an older one, until a
+    /// send or the drain notices the cut).
+    live: Option<Pending<V>>,
+    /// A value that a cut owns and has not drained yet. Boxed: it exists only while
+    /// a cut races a send for the same key.
+    cut: Option<Box<Pending<V>>>,
+}
+
+impl<K, V> Slot<K, V> {
+    fn is_vacant(&self) -> bool {
+        self.live.is_none() && self.cut.is_none()
+    }
+
+    /// Takes the value `id` names, if it is still here.
+    fn take(&mut self, id: u64) -> Option<Pending<V>> {
+        if self.live.as_ref().is_some_and(|p| p.ticket.id == id) {
+            return self.live.take();
+        }
+        if self.cut.as_ref().is_some_and(|p| p.ticket.id == id) {
+            return self.cut.take().map(|b| *b);
+        }
+        None
+    }
+}
+
+struct Queue<K> {
+    shared: TicketList<K>,
+    /// Bumped whenever `shared` is swapped out: a `TicketRef` with an older segment
+    /// is no longer in `shared`.
+    seg: u64,
+    /// The cut epoch; mirrored in `RxCore::epoch` for senders holding only a shard.
+    epoch: u64,
+    next_id: u64,
+}
+
+/// The consumer's private state: tickets taken from the shared list in one swap,
+/// and an empty list to swap in at the next cut (kept to reuse its capacity).
+pub(crate) struct Local<K> {
+    private: TicketList<K>,
+    spare: TicketList<K>,
+}
+
+impl<K> Default for Local<K> {
+    fn default() -> Self {
+        Local {
+            private: TicketList::default(),
+            spare: TicketList::default(),
+        }
+    }
+}
+
+pub(crate) struct RxCore<K, V> {
+    filter: KeyFilter<K>,
+    merge: Merge<V>,
+    shards: Box<[CachePadded<Mutex<HashTable<Slot<K, V>>>>]>,
+    queue: CachePadded<Mutex<Queue<K>>>,
+    epoch: AtomicU64,
+    pending: AtomicUsize,
+    closed: AtomicBool,
+    pub(crate) notify: Notify,
+}
+
+impl<K, V> RxCore<K, V> {
+    pub(crate) fn new(filter: KeyFilter<K>, merge: Merge<V>) -> Self {
+        RxCore {
+            filter,
+            merge,
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(HashTable::new())))
+                .collect(),
+            queue: CachePadded::new(Mutex::new(Queue {
+                shared: TicketList::default(),
+                seg: 0,
+                epoch: 0,
+                next_id: 0,
+            })),
+            epoch: AtomicU64::new(0),
+            pending: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            notify: Notify::new(),
+        }
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<HashTable<Slot<K, V>>> {
+        // The table inside uses the low bits (bucket) and the top 7 (tag): take the
+        // shard from bits in between so the two stay independent.
+        &self.shards[(hash >> 40) as usize % SHARDS]
+    }
+
+    /// Pending keys. Acquire pairs with the Release updates below; exact when no
+    /// send or pop is in progress.
+    pub(crate) fn len(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        // Acquire pairs with the Release in `close`: whoever sees the flag also sees
+        // the hub-side state that led to it.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the receiver closed; `true` the first time.
+    pub(crate) fn close(&self) -> bool {
+        !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Drops every pending value and wakes the consumer. Sends still in flight may
+    /// land afterwards; their values are dropped with the core.
+    pub(crate) fn clear(&self) {
+        for shard in self.shards.iter() {
+            let table = mem::take(&mut *lock(shard));
+            drop(table); // values drop outside the lock
+        }
+        let shared = mem::take(&mut lock(&self.queue).shared);
+        drop(shared);
+        self.pending.store(0, Ordering::Release);
+        self.notify.notify(usize::MAX);
+    }
+}
+
+impl<K, V> RxCore<K, V>
+where
+    K: Eq + Clone,
+{
+    /// Fans one send into this receiver. Runs the key filter (no lock held) and the
+    /// merge (this key's shard lock held, nothing else). If either panics, the panic
+    /// continues after this receiver's state is repaired: a panicking merge drops
+    /// the key's pending value here (SPEC conflate rule 9).
+    pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
+        // Relaxed: a stale `false` only delivers into a receiver that is closing,
+        // whose values are dropped with it.
+        if self.closed.load(Ordering::Relaxed) || !self.filter.accepts(key) {
+            return;
+        }
+        let mut shard = lock(self.shard(hash));
+        // Acquire pairs with the Release in `cut`. The argument that a cut is one
+        // instant needs only that this load happens under the shard lock: see `cut`.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let fresh = match shard.entry(hash, |s| s.key == *key, |s| s.hash) {
+            TableEntry::Vacant(vacant) => {
+                let pending = self.enqueue(key, hash, value);
+                vacant.insert(Slot {
+                    key: key.clone(),
+                    hash,
+                    live: Some(pending),
+                    cut: None,
+                });
+                true
+            }
+            TableEntry::Occupied(mut occupied) => {
+                let slot = occupied.get_mut();
+                match slot.live.take() {
+                    Some(p) if p.epoch == epoch => {
+                        let Pending {
+                            value: prev,
+                            sends,
+                            epoch,
+                            ticket,
+                        } = p;
+                        let merge = &self.merge;
+                        match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
+                            Ok(Some(value)) => {
+                                slot.live = Some(Pending {
+                                    value,
+                                    sends: sends + 1,
+                                    epoch,
+                                    ticket,
+                                });
+                            }
+                            Ok(None) => {
+                                self.retire(ticket);
+                                if slot.is_vacant() {
+                                    occupied.remove();
+                                }
+                            }
+                            Err(payload) => {
+                                self.retire(ticket);
+                                if slot.is_vacant() {
+                                    occupied.remove();
+                                }
+                                drop(shard);
+                                panic::resume_unwind(payload);
+                            }
+                        }
+                        false
+                    }
+                    Some(older) => {
+                        // The slot's value belongs to a cut that has not drained it
+                        // yet: hand it over and start afresh at the back.
+                        debug_assert!(older.epoch < epoch, "epochs only grow");
+                        debug_assert!(slot.cut.is_none(), "one cut at a time");
+                        slot.cut = Some(Box::new(older));
+                        slot.live = Some(self.enqueue(key, hash, value));
+                        true
+                    }
+                    None => {
+                        slot.live = Some(self.enqueue(key, hash, value));
+                        true
+                    }
+                }
+            }
+        };
+        drop(shard);
+        if fresh {
+            // Only a newly pending key can end a wait: a parked consumer saw
+            // nothing pending, so a coalescing send was not what it waited for.
+            self.notify.notify(1);
+        }
+    }
+
+    /// Appends a ticket for a newly pending key; called with its shard locked.
+    fn enqueue(&self, key: &K, hash: u64, value: V) -> Pending<V> {
+        let mut q = lock(&self.queue);
+        let id = q.next_id;
+        q.next_id += 1;
+        let idx = q.shared.push_back(key.clone(), hash, id);
+        let ticket = TicketRef {
+            id,
+            seg: q.seg,
+            idx,
+        };
+        // The epoch is read under the queue lock, so it names the list the ticket
+        // is really in, even if a cut ran since this send read `self.epoch`.
+        let epoch = q.epoch;
+        drop(q);
+        // Release pairs with the Acquire in `len`.
+        self.pending.fetch_add(1, Ordering::Release);
+        Pending {
+            value,
+            sends: 1,
+            epoch,
+            ticket,
+        }
+    }
+
+    /// Forgets an annihilated (or merge-panicked) pending value; called with its
+    /// shard locked.
+    fn retire(&self, ticket: TicketRef) {
+        let mut q = lock(&self.queue);
+        if ticket.seg == q.seg {
+            let removed = q.shared.remove(ticket.idx, ticket.id);
+            debug_assert!(removed, "a current-segment ticket is linked");
+        }
+        // Otherwise the ticket is in the consumer's private list, which skips it.
+        drop(q);
+        self.pending.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Moves the shared list into the consumer's (empty) private list. O(1).
+    fn refill(&self, local: &mut Local<K>) -> bool {
+        debug_assert!(local.private.is_empty());
+        let mut q = lock(&self.queue);
+        if q.shared.is_empty() {
+            return false;
+        }
+        mem::swap(&mut q.shared, &mut local.private);
+        q.seg += 1;
+        true
+    }
+
+    /// Takes the value `ticket` names, if it is still pending.
+    fn claim(&self, ticket: Ticket<K>) -> Option<Event<K, V>> {
+        let mut shard = lock(self.shard(ticket.hash));
+        let Ok(mut occupied) = shard.find_entry(ticket.hash, |s| s.key == ticket.key) else {
+            return None;
+        };
+        let slot = occupied.get_mut();
+        let p = slot.take(ticket.id)?;
+        if slot.is_vacant() {
+            occupied.remove();
+        }
+        drop(shard);
+        self.pending.fetch_sub(1, Ordering::Release);
+        Some(Event::new(ticket.key, p.value, p.sends))
+    }
+
+    /// Pops the oldest pending key (consumer only).
+    pub(crate) fn pop(&self, local: &mut Local<K>) -> Option<Event<K, V>> {
+        loop {
+            let ticket = match local.private.pop_front() {
+                Some(t) => t,
+                None if self.refill(local) => continue,
+                None => return None,
+            };
+            if let Some(event) = self.claim(ticket) {
+                return Some(event);
+            }
+            // A stale ticket: its value was annihilated after the ticket left the
+            // shared list. Skip it.
+        }
+    }
+
+    /// A copy of the oldest pending key's event (consumer only).
+    pub(crate) fn peek(&self, local: &mut Local<K>) -> Option<Event<K, V>>
+    where
+        V: Clone,
+    {
+        loop {
+            if local.private.is_empty() && !self.refill(local) {
+                return None;
+            }
+            let (key, hash, id) = local.private.front().expect("refilled");
+            let shard = lock(self.shard(hash));
+            let found = shard
+                .find(hash, |s| s.key == *key)
+                .and_then(|s| s.live.as_ref().filter(|p| p.ticket.id == id))
+                .map(|p| Event::new(key.clone(), p.value.clone(), p.sends));
+            drop(shard);
+            match found {
+                Some(event) => return Some(event),
+                None => drop(local.private.pop_front()), // stale ticket
+            }
+        }
+    }
+
+    /// Takes everything pending as of one instant, in queue order (consumer only).
+    ///
+    /// The instant is the queue-lock critical section below, which bumps the epoch
+    /// and detaches the shared list together. Ordering argument:
+    /// - A send that pushed its ticket before it is in the detached list; one that
+    ///   pushes after lands in the new list and stamps its value with the new epoch
+    ///   (it reads the epoch under the queue lock).
+    /// - A send that merges into a detached key's slot holds that shard's lock while
+    ///   it reads `self.epoch` and merges. If it locked the shard before the drain
+    ///   visits the slot, the drain sees its merge; if after, it happens-after the
+    ///   drain's lock, hence after the epoch store, so it reads the new epoch and
+    ///   does not merge into the cut's value. A merge included in the batch read
+    ///   the old epoch, so no send that happened-before it can have read the new one
+    ///   (coherence): the batch is closed under happens-before, i.e. one cut.
+    pub(crate) fn cut(&self, local: &mut Local<K>) -> Vec<Event<K, V>> {
+        {
+            let mut q = lock(&self.queue);
+            q.epoch += 1;
+            // Release pairs with the Acquire in `deliver` (the lock order already
+            // gives the ordering the argument above needs; this keeps the atomic's
+            // own contract readable in isolation).
+            self.epoch.store(q.epoch, Ordering::Release);
+            q.seg += 1;
+            mem::swap(&mut q.shared, &mut local.spare);
+        }
+        let mut batch = Vec::with_capacity(local.private.len() + local.spare.len());
+        for list in [&mut local.private, &mut local.spare] {
+            while let Some(ticket) = list.pop_front() {
+                batch.extend(self.claim(ticket));
+            }
+        }
+        batch
+    }
+}

@@ -1,0 +1,312 @@
+//! The receive side: one consumer per receiver, enforced by `&mut self`.
+
+use super::core::{Local, RxCore};
+use super::shared::Shared;
+use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::event::Event;
+use crate::sync::{Arc, Listener};
+use crate::wait::{self, WaitFuture};
+use futures_core::Stream;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// One subscriber of a [`Hub`](super::Hub): a slot per pending key and a
+/// first-touch key queue, consumed by one owner (`&mut self` methods).
+///
+/// `Send + Sync`. Dropping it is [`close`](Self::close).
+pub struct Receiver<K, V> {
+    pub(crate) core: Arc<RxCore<K, V>>,
+    pub(crate) shared: Arc<Shared<K, V>>,
+    pub(crate) local: Local<K>,
+    /// Parking state of the `Stream` implementation between polls.
+    pub(crate) listener: Option<Listener>,
+}
+
+/// The consumer's borrowed parts, so an attempt closure can hold them while the
+/// listener is borrowed separately.
+struct Parts<'a, K, V> {
+    core: &'a RxCore<K, V>,
+    shared: &'a Shared<K, V>,
+    local: &'a mut Local<K>,
+}
+
+impl<K, V> Parts<'_, K, V>
+where
+    K: Hash + Eq + Clone,
+{
+    /// The receiver is done if it was closed, or the send side closed, no send is
+    /// in flight, and nothing is pending. The state word is loaded *before* looking
+    /// at the slots: if it said quiescent, nothing can arrive after the look.
+    fn closed_or<T>(
+        &mut self,
+        take: impl FnOnce(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
+    ) -> Result<Option<T>, RecvError> {
+        if self.core.is_closed() {
+            return Err(RecvError);
+        }
+        let state = self.shared.state.load();
+        if state.hub_closed() {
+            return Err(RecvError);
+        }
+        if let Some(found) = take(self.core, self.local) {
+            return Ok(Some(found));
+        }
+        if state.quiescent_closed() {
+            // Drained after a graceful close: deregister now (SPEC conflate rule 7).
+            if self.core.close() {
+                self.shared.deregister(self.core);
+            }
+            return Err(RecvError);
+        }
+        Ok(None)
+    }
+
+    fn attempt(&mut self) -> Option<Result<Event<K, V>, RecvError>> {
+        self.closed_or(RxCore::pop).transpose()
+    }
+}
+
+impl<K, V> Receiver<K, V> {
+    fn parts(&mut self) -> (Parts<'_, K, V>, &mut Option<Listener>) {
+        (
+            Parts {
+                core: &*self.core,
+                shared: &self.shared,
+                local: &mut self.local,
+            },
+            &mut self.listener,
+        )
+    }
+}
+
+impl<K, V> Receiver<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// Blocks until a key is pending and takes the oldest: the key touched first,
+    /// with its latest merged value.
+    ///
+    /// # Errors
+    /// [`RecvError`] once the receiver or hub is closed, or the send side closed and
+    /// everything pending was delivered.
+    pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
+        let (mut parts, _) = self.parts();
+        let core = parts.core;
+        wait::block(&core.notify, None, || parts.attempt()).expect("no deadline")
+    }
+
+    /// [`recv`](Self::recv) with a timeout. A zero timeout still returns a value
+    /// that is ready, like `std::sync::mpsc::Receiver::recv_timeout`.
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Closed`] as for `recv` (closed beats timeout);
+    /// [`RecvTimeoutError::Timeout`] if nothing arrived in time.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Event<K, V>, RecvTimeoutError> {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.recv_deadline(deadline),
+            None => self.recv().map_err(RecvTimeoutError::from),
+        }
+    }
+
+    /// [`recv`](Self::recv) with a deadline. A past deadline still returns a value
+    /// that is ready.
+    ///
+    /// # Errors
+    /// As [`recv_timeout`](Self::recv_timeout).
+    pub fn recv_deadline(&mut self, deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
+        let (mut parts, _) = self.parts();
+        let core = parts.core;
+        match wait::block(&core.notify, Some(deadline), || parts.attempt()) {
+            Some(result) => result.map_err(RecvTimeoutError::from),
+            None => Err(RecvTimeoutError::Timeout),
+        }
+    }
+
+    /// Takes the oldest pending key without blocking.
+    ///
+    /// # Errors
+    /// Closed beats empty beats value: [`TryRecvError::Closed`] as for `recv`,
+    /// else [`TryRecvError::Empty`] if nothing is pending.
+    pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        let (mut parts, _) = self.parts();
+        match parts.closed_or(RxCore::pop) {
+            Ok(Some(event)) => Ok(event),
+            Ok(None) => Err(TryRecvError::Empty),
+            Err(RecvError) => Err(TryRecvError::Closed),
+        }
+    }
+
+    /// Takes everything pending as of one instant: in queue (first-touch) order,
+    /// one entry per key. Either the whole backlog with `Ok`, or an error and
+    /// nothing — never a partial batch.
+    ///
+    /// Publishers are held up only for an O(1) swap, not for the size of the
+    /// backlog.
+    ///
+    /// # Errors
+    /// As [`try_recv`](Self::try_recv). After a graceful close the last backlog
+    /// comes back with `Ok`; only the next call reports closed.
+    pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
+        let (mut parts, _) = self.parts();
+        match parts.closed_or(|core, local| Some(core.cut(local)).filter(|b| !b.is_empty())) {
+            Ok(Some(batch)) => Ok(batch),
+            Ok(None) => Err(TryRecvError::Empty),
+            Err(RecvError) => Err(TryRecvError::Closed),
+        }
+    }
+
+    /// A copy of the oldest pending event, left in place: what `try_recv` would
+    /// return now. Coalescing into the head key changes what a later `peek` sees;
+    /// annihilating it moves the head.
+    ///
+    /// # Errors
+    /// As [`try_recv`](Self::try_recv).
+    pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        let (mut parts, _) = self.parts();
+        match parts.closed_or(RxCore::peek) {
+            Ok(Some(event)) => Ok(event),
+            Ok(None) => Err(TryRecvError::Empty),
+            Err(RecvError) => Err(TryRecvError::Closed),
+        }
+    }
+
+    /// An async [`recv`](Self::recv), for any executor. Dropping the future before
+    /// it completes consumes nothing.
+    pub fn recv_async(
+        &mut self,
+    ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
+        let (mut parts, _) = self.parts();
+        let core = parts.core;
+        WaitFuture::new(&core.notify, move || parts.attempt())
+    }
+
+    /// A blocking iterator over events; it ends when the receiver is closed.
+    pub fn iter(&mut self) -> Iter<'_, K, V> {
+        Iter { rx: self }
+    }
+
+    /// A non-blocking iterator over what is pending; it ends at empty or closed.
+    pub fn try_iter(&mut self) -> TryIter<'_, K, V> {
+        TryIter { rx: self }
+    }
+
+    /// Closes this receiver only: its pending values are dropped and it is
+    /// deregistered now. Other receivers and the send side are unaffected.
+    /// Idempotent.
+    pub fn close(&self) {
+        if self.core.close() {
+            self.shared.deregister(&self.core);
+            self.core.clear();
+        }
+    }
+
+    /// Whether the next receive would report closed: this receiver or the hub was
+    /// closed, or the send side closed and nothing is left to deliver.
+    pub fn is_closed(&self) -> bool {
+        if self.core.is_closed() {
+            return true;
+        }
+        let state = self.shared.state.load();
+        state.hub_closed() || (state.quiescent_closed() && self.core.len() == 0)
+    }
+
+    /// How many keys are pending (0 once closed).
+    pub fn len(&self) -> usize {
+        if self.core.is_closed() {
+            0
+        } else {
+            self.core.len()
+        }
+    }
+
+    /// Whether no key is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+// No field is ever pinned: `poll_next` only needs `&mut Receiver`.
+impl<K, V> Unpin for Receiver<K, V> {}
+
+impl<K, V> Stream for Receiver<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    type Item = Event<K, V>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let (mut parts, listener) = self.get_mut().parts();
+        let core = parts.core;
+        wait::poll_attempt(&core.notify, listener, cx, || parts.attempt()).map(Result::ok)
+    }
+}
+
+impl<K, V> Drop for Receiver<K, V> {
+    fn drop(&mut self) {
+        if self.core.close() {
+            self.shared.deregister(&self.core);
+            self.core.clear();
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for Receiver<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("pending", &self.core.len())
+            .field("closed", &self.core.is_closed())
+            .finish()
+    }
+}
+
+/// Blocking iterator returned by [`Receiver::iter`].
+pub struct Iter<'a, K, V> {
+    rx: &'a mut Receiver<K, V>,
+}
+
+impl<K, V> Iterator for Iter<'_, K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    type Item = Event<K, V>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<K, V> fmt::Debug for Iter<'_, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter").finish_non_exhaustive()
+    }
+}
+
+/// Non-blocking iterator returned by [`Receiver::try_iter`].
+pub struct TryIter<'a, K, V> {
+    rx: &'a mut Receiver<K, V>,
+}
+
+impl<K, V> Iterator for TryIter<'_, K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    type Item = Event<K, V>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl<K, V> fmt::Debug for TryIter<'_, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryIter").finish_non_exhaustive()
+    }
+}

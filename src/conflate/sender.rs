@@ -1,0 +1,118 @@
+//! The send side: a cheap handle, lock-free up to one receiver's key shard.
+
+use super::shared::Shared;
+use crate::error::SendError;
+use crate::sync::Arc;
+use std::fmt;
+use std::hash::Hash;
+
+/// The send side of a [`Hub`](super::Hub): a cheap `Clone` handle, `Send + Sync`.
+///
+/// Every clone is a handle to the one send side; closing any of them closes it.
+/// The send side also closes, gracefully, when the hub and every `Sender` are
+/// dropped.
+pub struct Sender<K, V> {
+    pub(crate) shared: Arc<Shared<K, V>>,
+}
+
+/// Ends one send in flight, also when user code panics out of the fan-out, so the
+/// in-flight count can never stay raised (DESIGN-NOTES conflate 4).
+struct InFlight<'a, K, V>(&'a Shared<K, V>);
+
+impl<K, V> Drop for InFlight<'_, K, V> {
+    fn drop(&mut self) {
+        if self.0.state.leave_send() {
+            self.0.wake_all();
+        }
+    }
+}
+
+impl<K, V> Sender<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// Sends `value` under `key` to every live receiver. Never blocks.
+    ///
+    /// For a receiver with `key` pending, the value merges into that slot (the key
+    /// keeps its queue position); otherwise the key is appended at the back. With
+    /// no live receiver this is one atomic load and returns `Ok(())`.
+    ///
+    /// Cost: one hash, then per receiver one uncontended-in-the-common-case shard
+    /// lock; a key that was not pending also takes the receiver's queue lock and
+    /// clones the key twice. A send that coalesces allocates nothing. The value is
+    /// cloned once per receiver but the last.
+    ///
+    /// # Errors
+    /// [`SendError`] with the key and value when the send side is closed; nothing
+    /// was published.
+    ///
+    /// # Panics
+    /// If a receiver's key filter or merge panics, the panic propagates here after
+    /// the bus was repaired (see the [module docs](super#panics-in-user-code)).
+    pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        let shared = &*self.shared;
+        let now = shared.state.load();
+        if now.tx_closed() {
+            return Err(SendError { key, value });
+        }
+        if now.receivers() == 0 {
+            return Ok(());
+        }
+        let entered = shared.state.enter_send();
+        let _in_flight = InFlight(shared);
+        if entered.tx_closed() {
+            return Err(SendError { key, value });
+        }
+        if entered.receivers() == 0 {
+            return Ok(());
+        }
+        let hash = shared.hash(&key);
+        shared.with_receivers(|receivers| {
+            if let Some((last, rest)) = receivers.split_last() {
+                for core in rest {
+                    core.deliver(hash, &key, value.clone());
+                }
+                last.deliver(hash, &key, value);
+            }
+        });
+        Ok(())
+    }
+
+    /// Closes the send side gracefully: every receiver still delivers everything
+    /// pending, then reports closed. Idempotent; never blocks.
+    pub fn close(&self) {
+        self.shared.close_tx();
+    }
+
+    /// Whether the send side is closed (by [`close`](Self::close), by
+    /// [`Hub::close`](super::Hub::close), or by dropping every hub and sender).
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.load().tx_closed()
+    }
+}
+
+impl<K, V> Clone for Sender<K, V> {
+    fn clone(&self) -> Self {
+        self.shared.acquire_handle();
+        Sender {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K, V> Drop for Sender<K, V> {
+    fn drop(&mut self) {
+        self.shared.release_handle();
+    }
+}
+
+impl<K, V> fmt::Debug for Sender<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.state.load();
+        f.debug_struct("Sender")
+            .field("closed", &state.tx_closed())
+            .field("receivers", &state.receivers())
+            .finish()
+    }
+}
