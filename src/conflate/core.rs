@@ -92,6 +92,9 @@ impl<K, V> Slot<K, V> {
     }
 }
 
+/// One shard of a receiver's key slots.
+type Shard<K, V> = Mutex<HashTable<Slot<K, V>>>;
+
 struct Queue<K> {
     shared: TicketList<K>,
     /// Bumped whenever `shared` is swapped out: a `TicketRef` with an older segment
@@ -121,7 +124,7 @@ impl<K> Default for Local<K> {
 pub(crate) struct RxCore<K, V> {
     filter: KeyFilter<K>,
     merge: Merge<V>,
-    shards: Box<[CachePadded<Mutex<HashTable<Slot<K, V>>>>]>,
+    shards: Box<[CachePadded<Shard<K, V>>]>,
     queue: CachePadded<Mutex<Queue<K>>>,
     epoch: AtomicU64,
     pending: AtomicUsize,
@@ -150,7 +153,7 @@ impl<K, V> RxCore<K, V> {
         }
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<HashTable<Slot<K, V>>> {
+    fn shard(&self, hash: u64) -> &Shard<K, V> {
         // The table inside uses the low bits (bucket) and the top 7 (tag): take the
         // shard from bits in between so the two stay independent.
         &self.shards[(hash >> 40) as usize % SHARDS]
