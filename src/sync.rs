@@ -57,6 +57,7 @@ mod loom_notify {
 
     /// Stands in for `event_listener::Listener`, whose methods the loom listener
     /// has inherently.
+    #[allow(dead_code)]
     pub(crate) trait ListenerExt {}
 
     #[derive(Default)]

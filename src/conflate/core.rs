@@ -48,6 +48,13 @@ use std::panic::{self, AssertUnwindSafe};
 /// rarely meet; small enough that an idle receiver costs about 2 KiB.
 const SHARDS: usize = 16;
 
+/// The shard of a key hash. The table inside a shard uses the low bits (bucket)
+/// and the top 7 (tag): the shard comes from bits in between so they stay
+/// independent.
+pub(crate) fn shard_index(hash: u64) -> usize {
+    (hash >> 40) as usize % SHARDS
+}
+
 /// Where a pending value's ticket is: its unique id, the shared-list segment it was
 /// pushed into, and its index there.
 #[derive(Clone, Copy, Debug)]
@@ -154,9 +161,7 @@ impl<K, V> RxCore<K, V> {
     }
 
     fn shard(&self, hash: u64) -> &Shard<K, V> {
-        // The table inside uses the low bits (bucket) and the top 7 (tag): take the
-        // shard from bits in between so the two stay independent.
-        &self.shards[(hash >> 40) as usize % SHARDS]
+        &self.shards[shard_index(hash)]
     }
 
     /// Pending keys. Acquire pairs with the Release updates below; exact when no

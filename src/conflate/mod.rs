@@ -118,6 +118,15 @@ use shared::Shared;
 use std::fmt;
 use std::hash::Hash;
 
+/// Which of a receiver's shards `key` lands in (loom models pick keys on distinct
+/// shards with it; the hasher is fixed under loom).
+#[cfg(loom)]
+#[doc(hidden)]
+pub fn __loom_shard_of<K: Hash>(key: &K) -> usize {
+    use std::hash::BuildHasher;
+    core::shard_index(shared::HashState::default().hash_one(key))
+}
+
 /// The construction handle of a conflate bus: a cheap `Clone` handle, `Send +
 /// Sync`. Holding a hub keeps the send side open; see the
 /// [module docs](self#closing).

@@ -15,6 +15,13 @@ use std::hash::{BuildHasher, Hash};
 /// under `writer`, which no send ever takes.
 pub(crate) type ReceiverList<K, V> = Vec<Arc<RxCore<K, V>>>;
 
+/// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under loom
+/// it is fixed, because a model must run the same way on every schedule.
+#[cfg(not(loom))]
+pub(crate) type HashState = foldhash::fast::RandomState;
+#[cfg(loom)]
+pub(crate) type HashState = foldhash::fast::FixedState;
+
 struct Writer {
     /// Set by `Hub::close`: receivers made afterwards are born closed.
     closed: bool,
@@ -24,7 +31,7 @@ pub(crate) struct Shared<K, V> {
     pub(crate) state: HubState,
     receivers: Snapshot<ReceiverList<K, V>>,
     writer: Mutex<Writer>,
-    hasher: foldhash::fast::RandomState,
+    hasher: HashState,
     pub(crate) merge: Merge<V>,
     /// `Hub` and `Sender` handles alive; the last one to drop closes the send side.
     handles: AtomicUsize,
@@ -36,7 +43,7 @@ impl<K, V> Shared<K, V> {
             state: HubState::new(),
             receivers: Snapshot::new(std::sync::Arc::new(Vec::new())),
             writer: Mutex::new(Writer { closed: false }),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: HashState::default(),
             merge,
             handles: AtomicUsize::new(1),
         }

@@ -1,0 +1,247 @@
+//! Loom models of `keybus::conflate`'s protocols.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release
+//! -p keybus-loom-tests --test conflate`.
+//!
+//! Under `--cfg loom` the crate's `sync.rs` swaps every atomic, mutex and the
+//! parking primitive for loom's, so each model below explores every interleaving of
+//! the hub state word, the registry, the shard and queue locks and the cut epoch
+//! (bounded by `LOOM_MAX_PREEMPTIONS`, 2 in CI). Each model checks conservation:
+//! every send that returned `Ok` is accounted for as delivered (its `sends` count),
+//! coalesced into a delivery, annihilated, or abandoned by a close.
+//!
+//! What loom does not check here: `arc-swap`'s own protocol (the registry snapshot is
+//! a loom mutex under loom), `event-listener` (replaced by a loom condvar stand-in),
+//! and deadlines (loom has no clock).
+#![cfg(loom)]
+
+use keybus::conflate::Hub;
+use keybus::TryRecvError;
+use loom::thread;
+
+/// Two keys that land on different shards of a receiver.
+fn two_shard_keys() -> (u32, u32) {
+    let a = 0u32;
+    let b = (1..1000)
+        .find(|k| keybus::conflate::__loom_shard_of(k) != keybus::conflate::__loom_shard_of(&a))
+        .expect("some key on another shard");
+    (a, b)
+}
+
+/// Everything left after all threads joined, until `Closed` or `Empty`.
+fn drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push((e.key, e.value, e.sends));
+    }
+    out
+}
+
+/// DESIGN-NOTES conflate 3: `Sender::close` racing `send`, with the receiver
+/// draining concurrently. A send that returned `Ok` is delivered before `Closed`;
+/// one that returned `Err` is never delivered.
+#[test]
+fn close_vs_send_exactly_one_outcome() {
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::new();
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        let closer = hub.sender();
+        drop(hub);
+        let sender = thread::spawn(move || tx.send(7, 1).is_ok());
+        let close = thread::spawn(move || closer.close());
+        let mut got = Vec::new();
+        while let Ok(e) = rx.recv() {
+            got.push((e.key, e.value, e.sends));
+        }
+        let ok = sender.join().unwrap();
+        close.join().unwrap();
+        if ok {
+            assert_eq!(
+                got,
+                vec![(7, 1, 1)],
+                "an Ok send must be delivered before Closed"
+            );
+        } else {
+            assert!(got.is_empty(), "an Err send must publish nothing");
+        }
+    });
+}
+
+/// DESIGN-NOTES conflate 1: a cut while one sender sends `a` then `b` (different
+/// shards) then `a` again. Every batch is one instant: a prefix of the send order.
+#[test]
+fn cut_is_one_instant_across_shards() {
+    loom::model(|| {
+        let (a, b) = two_shard_keys();
+        let hub: Hub<u32, u32> = Hub::new();
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        let sender = thread::spawn(move || {
+            tx.send(a, 1).unwrap();
+            tx.send(b, 1).unwrap();
+            tx.send(a, 2).unwrap();
+        });
+        let first: Vec<(u32, u32, u64)> = rx
+            .try_recv_all()
+            .map(|b| b.into_iter().map(|e| (e.key, e.value, e.sends)).collect())
+            .unwrap_or_default();
+        sender.join().unwrap();
+        let rest: Vec<(u32, u32, u64)> = rx
+            .try_recv_all()
+            .map(|b| b.into_iter().map(|e| (e.key, e.value, e.sends)).collect())
+            .unwrap_or_default();
+        // The batch states that are some instant of the send sequence.
+        let instants: [&[(u32, u32, u64)]; 4] = [
+            &[],
+            &[(a, 1, 1)],
+            &[(a, 1, 1), (b, 1, 1)],
+            &[(a, 2, 2), (b, 1, 1)],
+        ];
+        assert!(
+            instants.contains(&first.as_slice()),
+            "not one instant: {first:?}"
+        );
+        let sends: u64 = first.iter().chain(&rest).map(|e| e.2).sum();
+        assert_eq!(sends, 3, "conservation: {first:?} then {rest:?}");
+        let last_a = first
+            .iter()
+            .chain(&rest)
+            .filter(|e| e.0 == a)
+            .last()
+            .unwrap();
+        assert_eq!(last_a.1, 2, "the latest value of a is delivered last");
+    });
+}
+
+/// DESIGN-NOTES conflate 2: coalescing into a slot that a concurrent pop takes. The
+/// merge lands either in the popped value (delivered now) or in a fresh slot
+/// (delivered later): never lost, never seen twice.
+#[test]
+fn coalesce_vs_pop_one_key() {
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::with_merge(|a, b| Some(a + b));
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        tx.send(1, 1).unwrap();
+        let sender = thread::spawn(move || {
+            tx.send(1, 10).unwrap();
+        });
+        let mut got = Vec::new();
+        if let Ok(e) = rx.try_recv() {
+            got.push((e.value, e.sends));
+        }
+        sender.join().unwrap();
+        got.extend(drain(&mut rx).into_iter().map(|e| (e.1, e.2)));
+        let total: u32 = got.iter().map(|e| e.0).sum();
+        let sends: u64 = got.iter().map(|e| e.1).sum();
+        assert_eq!((total, sends), (11, 2), "lost or doubled: {got:?}");
+    });
+}
+
+/// Annihilation racing a pop: the key's value is delivered or annihilated, never
+/// both, and nothing is left behind.
+#[test]
+fn annihilate_vs_pop() {
+    loom::model(|| {
+        let hub: Hub<u32, i32> = Hub::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        tx.send(1, 5).unwrap();
+        let sender = thread::spawn(move || {
+            tx.send(1, -5).unwrap();
+        });
+        let first = rx.try_recv().ok().map(|e| (e.value, e.sends));
+        sender.join().unwrap();
+        let rest: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|e| (e.value, e.sends))
+            .collect();
+        match first {
+            // Popped before the merge: the -5 starts a fresh slot.
+            Some((5, 1)) => assert_eq!(rest, vec![(-5, 1)]),
+            // The merge annihilated first: nothing at all.
+            None => assert!(rest.is_empty(), "residue after annihilation: {rest:?}"),
+            other => panic!("impossible delivery {other:?}"),
+        }
+        assert_eq!(rx.len(), 0);
+    });
+}
+
+/// DESIGN-NOTES conflate 6: a blocking `recv` is woken by a send that lands
+/// between its check and its park (loom reports the lost wake-up as a deadlock).
+#[test]
+fn park_vs_wake_send() {
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::new();
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        let sender = thread::spawn(move || tx.send(3, 4).unwrap());
+        let e = rx.recv().unwrap();
+        assert_eq!((e.key, e.value), (3, 4));
+        sender.join().unwrap();
+    });
+}
+
+/// A blocking `recv` is woken by a graceful close (and by the last send in flight
+/// after it), and reports `Closed` only after the drain.
+#[test]
+fn park_vs_wake_close() {
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::new();
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        drop(hub);
+        let closer = thread::spawn(move || drop(tx));
+        assert!(rx.recv().is_err());
+        closer.join().unwrap();
+    });
+}
+
+/// DESIGN-NOTES conflate 5: a receiver registering or dropping while a send fans
+/// out. The send is `Ok`; a receiver alive for the whole send gets it; a dropped
+/// one is freed (loom checks every `Arc` is released) and nothing is delivered to
+/// a handle that is gone.
+#[test]
+fn register_and_deregister_vs_send() {
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::new();
+        let mut stays = hub.receiver();
+        let leaves = hub.receiver();
+        let tx = hub.sender();
+        let h2 = hub.clone();
+        let sender = thread::spawn(move || tx.send(1, 1).unwrap());
+        let joiner = thread::spawn(move || {
+            drop(leaves);
+            let mut late = h2.receiver();
+            // Registered concurrently with the send: it may or may not see it, but
+            // never anything else.
+            late.try_recv().ok().map(|e| (e.key, e.value))
+        });
+        sender.join().unwrap();
+        let late = joiner.join().unwrap();
+        assert!(late.is_none() || late == Some((1, 1)));
+        let e = stays.try_recv().unwrap();
+        assert_eq!((e.key, e.value, e.sends), (1, 1, 1));
+        assert_eq!(stays.try_recv(), Err(TryRecvError::Empty));
+    });
+}
+
+/// SPEC conflate rule 8: `Hub::close` racing `send`. The send answers `Ok` or
+/// `Err`, the receiver ends closed with nothing half-delivered, and every value is
+/// freed.
+#[test]
+fn hub_close_vs_send() {
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::new();
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        let h2 = hub.clone();
+        let sender = thread::spawn(move || tx.send(1, 1).is_ok());
+        let closer = thread::spawn(move || h2.close());
+        let _ = sender.join().unwrap();
+        closer.join().unwrap();
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+        assert_eq!(rx.len(), 0);
+        assert!(hub.sender().send(2, 2).is_err());
+    });
+}
