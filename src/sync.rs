@@ -2,10 +2,11 @@
 //!
 //! Normal builds use `std` (and `event-listener` for parking); `--cfg loom` swaps in
 //! loom's model-checked versions so the protocols in `conflate` and `broadcast` can
-//! be explored exhaustively by the models in `loom-tests/`. Code elsewhere never
-//! names `std::sync::atomic` directly.
+//! be explored exhaustively by the models in `loom-tests/`, and `--cfg shuttle`
+//! swaps in shuttle's, for the randomized schedules of `tests/shuttle_*.rs`. Code
+//! elsewhere never names `std::sync::atomic` directly.
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{
     atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -19,37 +20,53 @@ pub(crate) use loom::sync::{
     Arc, Mutex, MutexGuard,
 };
 
+#[cfg(all(shuttle, not(loom)))]
+#[allow(unused_imports)]
+pub(crate) use shuttle::sync::{
+    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Mutex, MutexGuard,
+};
+
 /// Locks `m`, ignoring poisoning.
 ///
 /// Every critical section in this crate that runs user code (merge, key filter)
 /// repairs its state before the panic leaves it, so a poisoned mutex holds a
 /// consistent value and the bus stays usable (SPEC conflate rule 9).
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Locks `m` (loom's mutex does not poison the way std's does).
-#[cfg(loom)]
+/// Locks `m`, ignoring poisoning (model checkers' mutexes).
+#[cfg(any(loom, shuttle))]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) use event_listener::{
     Event as Notify, EventListener as Listener, Listener as ListenerExt,
 };
 
-#[cfg(loom)]
-pub(crate) use loom_notify::{Listener, ListenerExt, Notify};
+#[cfg(any(loom, shuttle))]
+pub(crate) use model_notify::{Listener, ListenerExt, Notify};
 
-/// A stand-in for `event_listener::Event` built from loom's mutex and condvar, so
-/// that park/wake protocols are model-checked. Deadlines are not modeled: loom has
-/// no clock, so `wait_deadline` waits like `wait` (a model that relies on a timeout
-/// firing would deadlock, which loom reports).
-#[cfg(loom)]
-mod loom_notify {
-    use loom::sync::{Arc, Condvar, Mutex};
+/// A stand-in for `event_listener::Event` built from the model checker's mutex and
+/// condvar, so that park/wake protocols are checked too. Deadlines are not modeled:
+/// a model has no clock, so `wait_deadline` waits like `wait` (a model that relies
+/// on a timeout firing would deadlock, which the checker reports).
+#[cfg(any(loom, shuttle))]
+mod model_notify {
+    #[cfg(loom)]
+    use loom::{
+        sync::{Arc, Condvar, Mutex},
+        thread::yield_now,
+    };
+    #[cfg(all(shuttle, not(loom)))]
+    use shuttle::{
+        sync::{Arc, Condvar, Mutex},
+        thread::yield_now,
+    };
     use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll};
@@ -123,7 +140,7 @@ mod loom_notify {
             if *self.inner.notified.lock().unwrap() != self.seen {
                 Poll::Ready(())
             } else {
-                loom::thread::yield_now();
+                yield_now();
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
@@ -132,12 +149,12 @@ mod loom_notify {
 }
 
 /// A read-mostly shared value: lock-free loads for the hot path, whole-value
-/// replacement for the rare writer. `arc-swap` normally; a loom mutex under loom
-/// (arc-swap's own protocol is not loom-instrumented, and it is not ours to check).
-#[cfg(not(loom))]
+/// replacement for the rare writer. `arc-swap` normally; a model mutex under loom
+/// and shuttle (arc-swap's own protocol is not instrumented, and not ours to check).
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) struct Snapshot<T>(arc_swap::ArcSwap<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 impl<T> Snapshot<T> {
     pub(crate) fn new(value: std::sync::Arc<T>) -> Self {
         Snapshot(arc_swap::ArcSwap::new(value))
@@ -153,13 +170,13 @@ impl<T> Snapshot<T> {
     }
 }
 
-#[cfg(loom)]
-pub(crate) struct Snapshot<T>(loom::sync::Mutex<std::sync::Arc<T>>);
+#[cfg(any(loom, shuttle))]
+pub(crate) struct Snapshot<T>(Mutex<std::sync::Arc<T>>);
 
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 impl<T> Snapshot<T> {
     pub(crate) fn new(value: std::sync::Arc<T>) -> Self {
-        Snapshot(loom::sync::Mutex::new(value))
+        Snapshot(Mutex::new(value))
     }
 
     pub(crate) fn load(&self) -> std::sync::Arc<T> {

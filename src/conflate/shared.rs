@@ -16,10 +16,11 @@ use std::hash::{BuildHasher, Hash};
 pub(crate) type ReceiverList<K, V> = Vec<Arc<RxCore<K, V>>>;
 
 /// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under loom
-/// it is fixed, because a model must run the same way on every schedule.
-#[cfg(not(loom))]
+/// loom and shuttle it is fixed, because a model must run the same way on every
+/// schedule (and replay from its seed).
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) type HashState = foldhash::fast::RandomState;
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 pub(crate) type HashState = foldhash::fast::FixedState;
 
 struct Writer {
