@@ -133,9 +133,10 @@ pub(crate) struct RxCore<K, V> {
     merge: Merge<V>,
     shards: Box<[CachePadded<Shard<K, V>>]>,
     queue: CachePadded<Mutex<Queue<K>>>,
+    /// Read by every send: kept apart from `pending`, which every pop writes.
     epoch: AtomicU64,
-    pending: AtomicUsize,
     closed: AtomicBool,
+    pending: CachePadded<AtomicUsize>,
     pub(crate) notify: Notify,
 }
 
@@ -154,8 +155,8 @@ impl<K, V> RxCore<K, V> {
                 next_id: 0,
             })),
             epoch: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            pending: CachePadded::new(AtomicUsize::new(0)),
             notify: Notify::new(),
         }
     }

@@ -38,15 +38,23 @@ impl<K, V> Parts<'_, K, V>
 where
     K: Hash + Eq + Clone,
 {
-    /// The receiver is done if it was closed, or the send side closed, no send is
-    /// in flight, and nothing is pending. The state word is loaded *before* looking
-    /// at the slots: if it said quiescent, nothing can arrive after the look.
+    /// The receiver is done if it was closed (by itself or by `Hub::close`, which
+    /// marks every registered receiver before it returns), or the send side closed,
+    /// no send is in flight, and nothing is pending.
+    ///
+    /// A value found is returned without reading the hub's state word, which every
+    /// send writes twice: the consumer's fast path stays off that cache line. When
+    /// nothing is found, the word is read and then the slots are looked at *again*:
+    /// if the word said quiescent, nothing can arrive after that second look.
     fn closed_or<T>(
         &mut self,
-        take: impl FnOnce(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
+        mut take: impl FnMut(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
     ) -> Result<Option<T>, RecvError> {
         if self.core.is_closed() {
             return Err(RecvError);
+        }
+        if let Some(found) = take(self.core, self.local) {
+            return Ok(Some(found));
         }
         let state = self.shared.state.load();
         if state.hub_closed() {

@@ -50,15 +50,23 @@ where
     /// # Panics
     /// If a receiver's key filter or merge panics, the panic propagates here after
     /// the bus was repaired (see the [module docs](super#panics-in-user-code)).
+    #[inline]
     pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-        let shared = &*self.shared;
-        let now = shared.state.load();
+        // The no-receiver fast path: one Acquire load, inlined into the caller.
+        let now = self.shared.state.load();
         if now.tx_closed() {
             return Err(SendError { key, value });
         }
         if now.receivers() == 0 {
             return Ok(());
         }
+        self.fan_out(key, value)
+    }
+
+    /// The send proper, out of line so the fast path above stays small.
+    #[inline(never)]
+    fn fan_out(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        let shared = &*self.shared;
         let entered = shared.state.enter_send();
         let _in_flight = InFlight(shared);
         if entered.tx_closed() {

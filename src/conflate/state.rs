@@ -69,6 +69,7 @@ impl HubState {
     /// receiver counted also sees it in the registry snapshot. It also pairs with the
     /// Release of `leave_send`, so a receiver that sees no sender in flight sees
     /// everything those senders published.
+    #[inline]
     pub(crate) fn load(&self) -> Snapshot {
         Snapshot(self.0.load(Ordering::Acquire))
     }
