@@ -24,7 +24,13 @@
 //! Then the producers stop, the send side closes gracefully (`Sender::close`) and
 //! every consumer drains what is pending before it sees `Closed`.
 //!
-//! The scenario is written once, as the macro [`run_scenario!`]; each
+//! The sending time is split into `--rounds` rounds; each round runs every
+//! implementation on a fresh hub, alternating which goes first, and the report
+//! sums the rounds. Alternating cancels the drift of background load and the
+//! advantage of running second (warm allocator, warm caches). Both
+//! implementations replay exactly the same pre-sampled key sequence.
+//!
+//! The scenario is written once, as the macro `run_scenario!`; each
 //! implementation is one line expanding it for its module path.
 //!
 //! # Reading the numbers
@@ -48,9 +54,13 @@
 //! - **sends/s** — what the producers pushed through the bus; the headline number.
 //!   The side-by-side table divides keybus by the baseline.
 //!
+//! - **max age** — the oldest sample a receiver was handed (now minus `ts_ns`):
+//!   how stale conflation let its view get, and how long a slow reader waits.
+//!
 //! On a machine with fewer cores than threads (2 producers + 4 consumers), the
 //! consumers compete with the producers for CPU, and the numbers say as much about
-//! the scheduler as about the bus. Compare the two implementations within one run.
+//! the scheduler as about the bus: expect tens of percent between runs. Compare
+//! the two implementations within one run, and look at the per-round lines.
 //!
 //! # Flags
 //!
@@ -60,6 +70,7 @@
 //! | `--keys N` | 10000 | number of distinct metrics |
 //! | `--producers N` | 2 | producer threads |
 //! | `--duration-ms N` | 1500 | how long the producers send, per implementation |
+//! | `--rounds N` | 4 | alternating rounds that time is split into |
 //! | `--zipf S` | 1.1 | Zipf exponent of update rates (0 = uniform) |
 //! | `--help` | | this summary |
 //!
@@ -84,7 +95,7 @@ use std::time::{Duration, Instant};
 /// [`run_on`]. `Event` and the error types are shared crate-root types, so the
 /// closures of both implementations have the same signatures.
 macro_rules! run_scenario {
-    ($($bus:ident)::+, $label:expr, $cfg:expr, $workload:expr) => {{
+    ($($bus:ident)::+, $label:expr, $duration:expr, $workload:expr) => {{
         let workload: &Workload = $workload;
         let hub = $($bus)::+::Hub::<MetricId, Sample>::new();
         // Subscribe before the first send: a receiver starts empty.
@@ -107,7 +118,7 @@ macro_rules! run_scenario {
             filtered: Box::new(move || filtered.recv()),
             watcher: Box::new(move || watcher.recv()),
         };
-        run_on($label, $cfg, workload, ports)
+        run_on($label, $duration, workload, ports)
     }};
 }
 
@@ -126,7 +137,12 @@ type RecvPort = Box<dyn FnMut() -> Result<Ev, RecvError> + Send>;
 type BatchPort = Box<dyn FnMut() -> Result<Vec<Ev>, TryRecvError> + Send>;
 
 /// Runs producers and consumers, closes gracefully, and collects the tallies.
-fn run_on<S>(label: &'static str, cfg: &Config, workload: &Workload, ports: Ports<S>) -> Report
+fn run_on<S>(
+    label: &'static str,
+    duration: Duration,
+    workload: &Workload,
+    ports: Ports<S>,
+) -> Report
 where
     S: Fn(MetricId, Sample) -> Result<(), SendError<MetricId, Sample>> + Clone + Send + 'static,
 {
@@ -140,7 +156,7 @@ where
         spawn_consumer(Role::Filtered, move || follow(ports.filtered, start)),
         spawn_consumer(Role::Watcher, move || follow(ports.watcher, start)),
     ];
-    let deadline = start + cfg.duration;
+    let deadline = start + duration;
     let producers: Vec<_> = workload
         .streams
         .iter()
@@ -156,15 +172,7 @@ where
     let send_time = start.elapsed();
     (ports.close)();
     let received = consumers.map(|c| c.join().expect("consumer panicked"));
-    let wall = start.elapsed();
-    Report {
-        label,
-        sent,
-        send_time,
-        drain: wall.saturating_sub(send_time),
-        wall,
-        received,
-    }
+    Report::new(label, sent, send_time, start.elapsed(), received)
 }
 
 fn spawn_consumer(
@@ -463,6 +471,17 @@ impl RxTally {
         self.active = start.elapsed();
         self
     }
+
+    /// Adds a later round's tally: counts and times add up, extremes take the max.
+    fn absorb(&mut self, later: &RxTally) {
+        self.events += later.events;
+        self.sends += later.sends;
+        self.batches += later.batches;
+        self.keys_shown = self.keys_shown.max(later.keys_shown);
+        self.alerts += later.alerts;
+        self.max_age = self.max_age.max(later.max_age);
+        self.active += later.active;
+    }
 }
 
 /// Keeps the latest sample of every metric, as a dashboard's screen would.
@@ -516,35 +535,72 @@ fn nanos_since(start: Instant) -> u64 {
 // Reports.
 // ---------------------------------------------------------------------------
 
-/// Everything one implementation's run measured.
+/// Everything one implementation measured, over one round or summed over rounds.
 struct Report {
     label: &'static str,
+    rounds: u32,
     sent: SentTally,
-    /// Start to the last producer's exit.
+    /// Start to the last producer's exit, summed over rounds.
     send_time: Duration,
-    /// From the end of sending to the last consumer's `Closed`.
+    /// From the end of sending to the last consumer's `Closed`; the worst round.
     drain: Duration,
     wall: Duration,
     /// Indexed like [`Role::ALL`].
     received: [RxTally; 4],
+    /// Per role, the rounds in which it accounted for exactly its sends.
+    conserved_rounds: [u32; 4],
 }
 
 impl Report {
+    fn new(
+        label: &'static str,
+        sent: SentTally,
+        send_time: Duration,
+        wall: Duration,
+        received: [RxTally; 4],
+    ) -> Self {
+        let conserved_rounds =
+            Role::ALL.map(|role| u32::from(received[role as usize].sends == role.expected(&sent)));
+        Report {
+            label,
+            rounds: 1,
+            sent,
+            send_time,
+            drain: wall.saturating_sub(send_time),
+            wall,
+            received,
+            conserved_rounds,
+        }
+    }
+
+    /// Adds a later round. Conservation was judged per round, so a loss in one
+    /// round cannot hide behind a surplus in another.
+    fn absorb(&mut self, later: Report) {
+        self.rounds += later.rounds;
+        self.sent = self.sent.plus(later.sent);
+        self.send_time += later.send_time;
+        self.drain = self.drain.max(later.drain);
+        self.wall += later.wall;
+        for (mine, theirs) in self.received.iter_mut().zip(&later.received) {
+            mine.absorb(theirs);
+        }
+        for (mine, theirs) in self.conserved_rounds.iter_mut().zip(later.conserved_rounds) {
+            *mine += theirs;
+        }
+    }
+
     fn send_rate(&self) -> f64 {
-        self.sent.total() as f64 / self.send_time.as_secs_f64()
+        per_second(self.sent.total(), self.send_time)
     }
 
     fn rx(&self, role: Role) -> &RxTally {
         &self.received[role as usize]
     }
 
-    /// Every receiver accounted for every send that passed its filter, and no send
-    /// was refused.
+    /// In every round, every receiver accounted for every send that passed its
+    /// filter, and no send was refused.
     fn conserved(&self) -> bool {
-        self.sent.rejected == 0
-            && Role::ALL
-                .iter()
-                .all(|&role| self.rx(role).sends == role.expected(&self.sent))
+        self.sent.rejected == 0 && self.conserved_rounds.iter().all(|&n| n == self.rounds)
     }
 
     fn print(&self, cfg: &Config, workload: &Workload) {
@@ -558,9 +614,10 @@ impl Report {
             self.sent.rejected,
         );
         println!(
-            "close  drained {} after Sender::close; wall {}",
+            "close  drained at most {} after Sender::close; wall {} over {} rounds",
             secs(self.drain),
-            secs(self.wall)
+            secs(self.wall),
+            self.rounds,
         );
         println!();
         println!(
@@ -575,7 +632,7 @@ impl Report {
                 group(rx.events),
                 group(rx.sends),
                 ratio(rx.sends, rx.events),
-                rate(rx.events as f64 / rx.active.as_secs_f64()),
+                rate(per_second(rx.events, rx.active)),
                 secs(rx.max_age),
             );
         }
@@ -589,9 +646,14 @@ impl Report {
 
     fn check_line(&self, role: Role) -> String {
         let (got, want) = (self.rx(role).sends, role.expected(&self.sent));
-        let verdict = if got == want { "ok" } else { "MISMATCH" };
+        let good = self.conserved_rounds[role as usize];
+        let verdict = if good == self.rounds {
+            format!("ok in {good}/{} rounds", self.rounds)
+        } else {
+            format!("MISMATCH in {}/{} rounds", self.rounds - good, self.rounds)
+        };
         format!(
-            "check  {:<14} folded {:>12} == {:>12} sent{:<10} {verdict}",
+            "check  {:<14} folded {:>12} == {:>12} sent{:<10}  {verdict}",
             role.label(),
             group(got),
             group(want),
@@ -702,6 +764,16 @@ fn secs(d: Duration) -> String {
     }
 }
 
+/// `count` per second over `time`, or 0 for an empty interval.
+fn per_second(count: u64, time: Duration) -> f64 {
+    let secs = time.as_secs_f64();
+    if secs > 0.0 {
+        count as f64 / secs
+    } else {
+        0.0
+    }
+}
+
 /// `num / den`, or 0 when nothing was counted.
 fn ratio(num: u64, den: u64) -> f64 {
     if den == 0 {
@@ -717,37 +789,40 @@ fn ratio(num: u64, den: u64) -> f64 {
 
 const USAGE: &str = "\
 usage: telemetry [--impl baseline|keybus|both] [--keys N] [--producers N]
-                 [--duration-ms N] [--zipf S] [--help]
+                 [--duration-ms N] [--rounds N] [--zipf S] [--help]
 
   --impl         which implementation(s) to run (default both)
   --keys         distinct metrics (default 10000)
   --producers    producer threads (default 2)
   --duration-ms  how long producers send, per implementation (default 1500)
+  --rounds       split that time into N alternating rounds (default 4)
   --zipf         Zipf exponent of update rates, >= 0; 0 is uniform (default 1.1)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Impl {
     Keybus,
     Baseline,
-    Both,
 }
 
 #[derive(Clone, Debug)]
 struct Config {
-    which: Impl,
+    impls: Vec<Impl>,
     keys: u32,
     producers: usize,
+    /// Sending time per implementation, all rounds together.
     duration: Duration,
+    rounds: u32,
     zipf: f64,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            which: Impl::Both,
+            impls: vec![Impl::Keybus, Impl::Baseline],
             keys: 10_000,
             producers: 2,
             duration: Duration::from_millis(1500),
+            rounds: 4,
             zipf: 1.1,
         }
     }
@@ -776,22 +851,26 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command, String>
                 .ok_or_else(|| format!("`{flag}` needs a value"))
         };
         match flag.as_str() {
-            "--impl" => cfg.which = parse_impl(&value()?)?,
+            "--impl" => cfg.impls = parse_impl(&value()?)?,
             "--keys" => cfg.keys = positive(&flag, &value()?)?,
             "--producers" => cfg.producers = positive(&flag, &value()?)?,
             "--duration-ms" => cfg.duration = Duration::from_millis(positive(&flag, &value()?)?),
+            "--rounds" => cfg.rounds = positive(&flag, &value()?)?,
             "--zipf" => cfg.zipf = exponent(&value()?)?,
             _ => return Err(format!("unknown flag `{flag}`")),
         }
     }
+    if cfg.duration < Duration::from_millis(cfg.rounds.into()) {
+        return Err("`--rounds` must not exceed `--duration-ms`".to_owned());
+    }
     Ok(Command::Run(cfg))
 }
 
-fn parse_impl(value: &str) -> Result<Impl, String> {
+fn parse_impl(value: &str) -> Result<Vec<Impl>, String> {
     match value {
-        "keybus" => Ok(Impl::Keybus),
-        "baseline" => Ok(Impl::Baseline),
-        "both" => Ok(Impl::Both),
+        "keybus" => Ok(vec![Impl::Keybus]),
+        "baseline" => Ok(vec![Impl::Baseline]),
+        "both" => Ok(vec![Impl::Keybus, Impl::Baseline]),
         _ => Err(format!(
             "`--impl` expects baseline, keybus or both, got `{value}`"
         )),
@@ -819,6 +898,40 @@ fn exponent(value: &str) -> Result<f64, String> {
     }
 }
 
+/// The one place that names the implementations.
+fn run_once(which: Impl, duration: Duration, workload: &Workload) -> Report {
+    match which {
+        Impl::Keybus => run_scenario!(keybus::conflate, "keybus", duration, workload),
+        Impl::Baseline => run_scenario!(keybus::conflate, "baseline", duration, workload),
+    }
+}
+
+/// Runs every implementation in each round, alternating which goes first: the
+/// load from other processes drifts over seconds, and whichever runs first in a
+/// round warms the allocator and caches for the other. Returns one summed report
+/// per implementation, in `cfg.impls` order.
+fn run_rounds(cfg: &Config, workload: &Workload) -> Vec<Report> {
+    let per_round = cfg.duration / cfg.rounds;
+    let mut totals: Vec<Option<Report>> = cfg.impls.iter().map(|_| None).collect();
+    for round in 0..cfg.rounds {
+        let mut order: Vec<usize> = (0..cfg.impls.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        let mut line = format!("round {}/{}", round + 1, cfg.rounds);
+        for i in order {
+            let report = run_once(cfg.impls[i], per_round, workload);
+            let _ = write!(line, "   {} {}", report.label, rate(report.send_rate()));
+            match &mut totals[i] {
+                Some(total) => total.absorb(report),
+                slot => *slot = Some(report),
+            }
+        }
+        println!("{line}");
+    }
+    totals.into_iter().flatten().collect()
+}
+
 fn main() -> ExitCode {
     let cfg = match parse_args(std::env::args().skip(1)) {
         Ok(Command::Run(cfg)) => cfg,
@@ -832,20 +945,17 @@ fn main() -> ExitCode {
         }
     };
     println!(
-        "telemetry: {} metrics (cpu/mem/disk/net), Zipf s={}, {} producers x {} per implementation\n",
+        "telemetry: {} metrics (cpu/mem/disk/net), Zipf s={}, {} producers, \
+         {} per implementation in {} rounds\n",
         group(u64::from(cfg.keys)),
         cfg.zipf,
         cfg.producers,
         secs(cfg.duration),
+        cfg.rounds,
     );
     let workload = Workload::new(&cfg);
-    let run_keybus = || run_scenario!(keybus::conflate, "keybus", &cfg, &workload);
-    let run_baseline = || run_scenario!(keybus::conflate, "baseline", &cfg, &workload);
-    let reports = match cfg.which {
-        Impl::Keybus => vec![run_keybus()],
-        Impl::Baseline => vec![run_baseline()],
-        Impl::Both => vec![run_keybus(), run_baseline()],
-    };
+    let reports = run_rounds(&cfg, &workload);
+    println!();
     for report in &reports {
         report.print(&cfg, &workload);
     }
