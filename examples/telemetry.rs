@@ -103,7 +103,7 @@ macro_rules! run_scenario {
         let mut indexer = hub.receiver();
         let mut filtered = hub
             .receiver_builder()
-            .key_filter(|key: &MetricId| key.family() == FILTERED_FAMILY)
+            .key_filter(|key| key.family() == FILTERED_FAMILY)
             .build();
         let mut watcher = hub.receiver_builder().key(workload.watched).build();
         let tx = hub.sender();
