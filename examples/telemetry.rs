@@ -614,10 +614,10 @@ impl Report {
             self.sent.rejected,
         );
         println!(
-            "close  drained at most {} after Sender::close; wall {} over {} rounds",
+            "close  drained at most {} after Sender::close; wall {} over {}",
             secs(self.drain),
             secs(self.wall),
-            self.rounds,
+            rounds(self.rounds),
         );
         println!();
         println!(
@@ -762,6 +762,11 @@ fn secs(d: Duration) -> String {
     } else {
         format!("{:.1} ms", d.as_secs_f64() * 1e3)
     }
+}
+
+/// `n` as "1 round" or "n rounds".
+fn rounds(n: u32) -> String {
+    format!("{n} round{}", if n == 1 { "" } else { "s" })
 }
 
 /// `count` per second over `time`, or 0 for an empty interval.
@@ -946,12 +951,12 @@ fn main() -> ExitCode {
     };
     println!(
         "telemetry: {} metrics (cpu/mem/disk/net), Zipf s={}, {} producers, \
-         {} per implementation in {} rounds\n",
+         {} per implementation in {}\n",
         group(u64::from(cfg.keys)),
         cfg.zipf,
         cfg.producers,
         secs(cfg.duration),
-        cfg.rounds,
+        rounds(cfg.rounds),
     );
     let workload = Workload::new(&cfg);
     let reports = run_rounds(&cfg, &workload);
