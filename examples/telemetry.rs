@@ -907,7 +907,7 @@ fn exponent(value: &str) -> Result<f64, String> {
 fn run_once(which: Impl, duration: Duration, workload: &Workload) -> Report {
     match which {
         Impl::Keybus => run_scenario!(keybus::conflate, "keybus", duration, workload),
-        Impl::Baseline => run_scenario!(keybus::conflate, "baseline", duration, workload),
+        Impl::Baseline => run_scenario!(keybus::baseline::conflate, "baseline", duration, workload),
     }
 }
 
