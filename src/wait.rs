@@ -16,7 +16,7 @@
 
 #[allow(unused_imports)]
 use crate::sync::ListenerExt as _;
-use crate::sync::{Listener, Notify};
+use crate::sync::{fence, Listener, Notify, Ordering};
 use crossbeam_utils::Backoff;
 use std::future::Future;
 use std::pin::Pin;
@@ -47,6 +47,11 @@ pub(crate) fn block<R>(
             continue;
         }
         let listener = notify.listen();
+        // SeqCst fence between registering and the last look, paired with the
+        // fence `event-listener` emits at the start of every `notify`: either the
+        // notifier sees this listener, or this look sees what was published before
+        // the notify (attempts may read lock-free state).
+        fence(Ordering::SeqCst);
         if let Some(r) = attempt() {
             return Some(r);
         }
@@ -78,7 +83,11 @@ pub(crate) fn poll_attempt<R>(
             return Poll::Ready(r);
         }
         match listener {
-            None => *listener = Some(notify.listen()),
+            None => {
+                *listener = Some(notify.listen());
+                // See `block`: registration, then a full fence, then the look.
+                fence(Ordering::SeqCst);
+            }
             Some(l) => match Pin::new(l).poll(cx) {
                 Poll::Ready(()) => *listener = None,
                 Poll::Pending => return Poll::Pending,

@@ -112,11 +112,30 @@ struct Queue<K> {
     next_id: u64,
 }
 
+/// The queue plus what the consumer may read of it without taking the lock.
+///
+/// Every field is written only under `lock`, with plain stores; the atomics exist
+/// so the consumer can read them lock-free. That keeps the consumer from taking
+/// the lock every send needs just to learn the queue is empty, and keeps every
+/// read-modify-write of the pending count off the cross-core path.
+struct QueueCell<K> {
+    lock: Mutex<Queue<K>>,
+    /// Tickets in the shared list.
+    queued: AtomicUsize,
+    /// Values that became pending (one per ticket ever pushed).
+    pushed: AtomicU64,
+    /// Values that stopped pending without being taken: annihilated, or dropped
+    /// by a panicking merge.
+    retired: AtomicU64,
+}
+
 /// The consumer's private state: tickets taken from the shared list in one swap,
-/// and an empty list to swap in at the next cut (kept to reuse its capacity).
+/// an empty list to swap in at the next cut (kept to reuse its capacity), and how
+/// many values the consumer took. Pending = pushed - retired - taken.
 pub(crate) struct Local<K> {
     private: TicketList<K>,
     spare: TicketList<K>,
+    taken: u64,
 }
 
 impl<K> Default for Local<K> {
@@ -124,6 +143,7 @@ impl<K> Default for Local<K> {
         Local {
             private: TicketList::default(),
             spare: TicketList::default(),
+            taken: 0,
         }
     }
 }
@@ -132,11 +152,10 @@ pub(crate) struct RxCore<K, V> {
     filter: KeyFilter<K>,
     merge: Merge<V>,
     shards: Box<[CachePadded<Shard<K, V>>]>,
-    queue: CachePadded<Mutex<Queue<K>>>,
-    /// Read by every send: kept apart from `pending`, which every pop writes.
+    queue: CachePadded<QueueCell<K>>,
+    /// Read by every send; written only by a cut or a close.
     epoch: AtomicU64,
     closed: AtomicBool,
-    pending: CachePadded<AtomicUsize>,
     pub(crate) notify: Notify,
 }
 
@@ -148,15 +167,19 @@ impl<K, V> RxCore<K, V> {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(HashTable::new())))
                 .collect(),
-            queue: CachePadded::new(Mutex::new(Queue {
-                shared: TicketList::default(),
-                seg: 0,
-                epoch: 0,
-                next_id: 0,
-            })),
+            queue: CachePadded::new(QueueCell {
+                lock: Mutex::new(Queue {
+                    shared: TicketList::default(),
+                    seg: 0,
+                    epoch: 0,
+                    next_id: 0,
+                }),
+                queued: AtomicUsize::new(0),
+                pushed: AtomicU64::new(0),
+                retired: AtomicU64::new(0),
+            }),
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),
-            pending: CachePadded::new(AtomicUsize::new(0)),
             notify: Notify::new(),
         }
     }
@@ -165,10 +188,14 @@ impl<K, V> RxCore<K, V> {
         &self.shards[shard_index(hash)]
     }
 
-    /// Pending keys. Acquire pairs with the Release updates below; exact when no
-    /// send or pop is in progress.
-    pub(crate) fn len(&self) -> usize {
-        self.pending.load(Ordering::Acquire)
+    /// Pending keys, as the consumer sees them (exact when no send is in
+    /// progress). Acquire pairs with the Release stores under the queue lock.
+    pub(crate) fn len(&self, local: &Local<K>) -> usize {
+        let pushed = self.queue.pushed.load(Ordering::Acquire);
+        let retired = self.queue.retired.load(Ordering::Acquire);
+        // Retired after pushed: a value cannot be retired before it was pushed,
+        // so reading `retired` second never makes the difference negative.
+        usize::try_from(pushed - retired - local.taken).unwrap_or(usize::MAX)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -189,9 +216,12 @@ impl<K, V> RxCore<K, V> {
             let table = mem::take(&mut *lock(shard));
             drop(table); // values drop outside the lock
         }
-        let shared = mem::take(&mut lock(&self.queue).shared);
+        let shared = {
+            let mut q = lock(&self.queue.lock);
+            self.queue.queued.store(0, Ordering::Release);
+            mem::take(&mut q.shared)
+        };
         drop(shared);
-        self.pending.store(0, Ordering::Release);
         self.notify.notify(usize::MAX);
     }
 }
@@ -214,16 +244,16 @@ where
         // Acquire pairs with the Release in `cut`. The argument that a cut is one
         // instant needs only that this load happens under the shard lock: see `cut`.
         let epoch = self.epoch.load(Ordering::Acquire);
-        let fresh = match shard.entry(hash, |s| s.key == *key, |s| s.hash) {
+        let woke_queue = match shard.entry(hash, |s| s.key == *key, |s| s.hash) {
             TableEntry::Vacant(vacant) => {
-                let pending = self.enqueue(key, hash, value);
+                let (pending, first) = self.enqueue(key, hash, value);
                 vacant.insert(Slot {
                     key: key.clone(),
                     hash,
                     live: Some(pending),
                     cut: None,
                 });
-                true
+                first
             }
             TableEntry::Occupied(mut occupied) => {
                 let slot = occupied.get_mut();
@@ -268,27 +298,33 @@ where
                         debug_assert!(older.epoch < epoch, "epochs only grow");
                         debug_assert!(slot.cut.is_none(), "one cut at a time");
                         slot.cut = Some(Box::new(older));
-                        slot.live = Some(self.enqueue(key, hash, value));
-                        true
+                        let (pending, first) = self.enqueue(key, hash, value);
+                        slot.live = Some(pending);
+                        first
                     }
                     None => {
-                        slot.live = Some(self.enqueue(key, hash, value));
-                        true
+                        let (pending, first) = self.enqueue(key, hash, value);
+                        slot.live = Some(pending);
+                        first
                     }
                 }
             }
         };
         drop(shard);
-        if fresh {
-            // Only a newly pending key can end a wait: a parked consumer saw
-            // nothing pending, so a coalescing send was not what it waited for.
-            self.notify.notify(1);
+        if woke_queue {
+            // A parked consumer last saw the shared list empty, so only the send
+            // that makes it non-empty needs to wake it (the consumer registers
+            // its listener before its last look; see `wait.rs`). Every listener:
+            // a `Stream` poll may have left one registered that nobody waits on.
+            self.notify.notify(usize::MAX);
         }
     }
 
     /// Appends a ticket for a newly pending key; called with its shard locked.
-    fn enqueue(&self, key: &K, hash: u64, value: V) -> Pending<V> {
-        let mut q = lock(&self.queue);
+    /// Also returns whether the shared list was empty before.
+    fn enqueue(&self, key: &K, hash: u64, value: V) -> (Pending<V>, bool) {
+        let cell = &*self.queue;
+        let mut q = lock(&cell.lock);
         let id = q.next_id;
         q.next_id += 1;
         let idx = q.shared.push_back(key.clone(), hash, id);
@@ -300,44 +336,59 @@ where
         // The epoch is read under the queue lock, so it names the list the ticket
         // is really in, even if a cut ran since this send read `self.epoch`.
         let epoch = q.epoch;
+        let queued = q.shared.len();
+        // Plain stores under the lock (no read-modify-write). Release pairs with
+        // the consumer's lock-free Acquire loads in `refill` and `len`.
+        cell.queued.store(queued, Ordering::Release);
+        let pushed = cell.pushed.load(Ordering::Relaxed);
+        cell.pushed.store(pushed + 1, Ordering::Release);
         drop(q);
-        // Release pairs with the Acquire in `len`.
-        self.pending.fetch_add(1, Ordering::Release);
-        Pending {
+        let pending = Pending {
             value,
             sends: 1,
             epoch,
             ticket,
-        }
+        };
+        (pending, queued == 1)
     }
 
     /// Forgets an annihilated (or merge-panicked) pending value; called with its
     /// shard locked.
     fn retire(&self, ticket: TicketRef) {
-        let mut q = lock(&self.queue);
+        let cell = &*self.queue;
+        let mut q = lock(&cell.lock);
         if ticket.seg == q.seg {
             let removed = q.shared.remove(ticket.idx, ticket.id);
             debug_assert!(removed, "a current-segment ticket is linked");
+            cell.queued.store(q.shared.len(), Ordering::Release);
         }
         // Otherwise the ticket is in the consumer's private list, which skips it.
-        drop(q);
-        self.pending.fetch_sub(1, Ordering::Release);
+        let retired = cell.retired.load(Ordering::Relaxed);
+        cell.retired.store(retired + 1, Ordering::Release);
     }
 
     /// Moves the shared list into the consumer's (empty) private list. O(1).
     fn refill(&self, local: &mut Local<K>) -> bool {
         debug_assert!(local.private.is_empty());
-        let mut q = lock(&self.queue);
+        let cell = &*self.queue;
+        // An empty queue costs the consumer one load, not the senders' lock. A
+        // ticket pushed after this load is found by the waiter's next look (see
+        // `wait.rs` for why the wake-up cannot be lost).
+        if cell.queued.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let mut q = lock(&cell.lock);
         if q.shared.is_empty() {
             return false;
         }
         mem::swap(&mut q.shared, &mut local.private);
+        cell.queued.store(0, Ordering::Release);
         q.seg += 1;
         true
     }
 
-    /// Takes the value `ticket` names, if it is still pending.
-    fn claim(&self, ticket: Ticket<K>) -> Option<Event<K, V>> {
+    /// Takes the value `ticket` names, if it is still pending (consumer only).
+    fn claim(&self, ticket: Ticket<K>, taken: &mut u64) -> Option<Event<K, V>> {
         let mut shard = lock(self.shard(ticket.hash));
         let Ok(mut occupied) = shard.find_entry(ticket.hash, |s| s.key == ticket.key) else {
             return None;
@@ -348,7 +399,7 @@ where
             occupied.remove();
         }
         drop(shard);
-        self.pending.fetch_sub(1, Ordering::Release);
+        *taken += 1;
         Some(Event::new(ticket.key, p.value, p.sends))
     }
 
@@ -360,7 +411,7 @@ where
                 None if self.refill(local) => continue,
                 None => return None,
             };
-            if let Some(event) = self.claim(ticket) {
+            if let Some(event) = self.claim(ticket, &mut local.taken) {
                 return Some(event);
             }
             // A stale ticket: its value was annihilated after the ticket left the
@@ -407,7 +458,7 @@ where
     ///   (coherence): the batch is closed under happens-before, i.e. one cut.
     pub(crate) fn cut(&self, local: &mut Local<K>) -> Vec<Event<K, V>> {
         {
-            let mut q = lock(&self.queue);
+            let mut q = lock(&self.queue.lock);
             q.epoch += 1;
             // Release pairs with the Acquire in `deliver` (the lock order already
             // gives the ordering the argument above needs; this keeps the atomic's
@@ -415,11 +466,17 @@ where
             self.epoch.store(q.epoch, Ordering::Release);
             q.seg += 1;
             mem::swap(&mut q.shared, &mut local.spare);
+            self.queue.queued.store(0, Ordering::Release);
         }
         let mut batch = Vec::with_capacity(local.private.len() + local.spare.len());
-        for list in [&mut local.private, &mut local.spare] {
+        let Local {
+            private,
+            spare,
+            taken,
+        } = local;
+        for list in [private, spare] {
             while let Some(ticket) = list.pop_front() {
-                batch.extend(self.claim(ticket));
+                batch.extend(self.claim(ticket, taken));
             }
         }
         batch

@@ -220,7 +220,7 @@ where
             return true;
         }
         let state = self.shared.state.load();
-        state.hub_closed() || (state.quiescent_closed() && self.core.len() == 0)
+        state.hub_closed() || (state.quiescent_closed() && self.core.len(&self.local) == 0)
     }
 
     /// How many keys are pending (0 once closed).
@@ -228,7 +228,7 @@ where
         if self.core.is_closed() {
             0
         } else {
-            self.core.len()
+            self.core.len(&self.local)
         }
     }
 
@@ -267,7 +267,7 @@ impl<K, V> Drop for Receiver<K, V> {
 impl<K, V> fmt::Debug for Receiver<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver")
-            .field("pending", &self.core.len())
+            .field("pending", &self.core.len(&self.local))
             .field("closed", &self.core.is_closed())
             .finish()
     }
