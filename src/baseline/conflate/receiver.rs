@@ -1,0 +1,280 @@
+//! [`Receiver`] and its iterators. Every receive is one non-blocking attempt
+//! under the hub mutex (`Shared::take`); `crate::wait` turns it into the
+//! blocking, deadline, async and `Stream` forms.
+
+use super::queue::KeyQueue;
+use super::shared::{Registration, Shared};
+use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::event::Event;
+use crate::sync::{Arc, Listener, Notify};
+use crate::wait::{block, poll_attempt, WaitFuture};
+use futures_core::Stream;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// One consumer's view of the bus: a slot per pending key, delivered in
+/// first-touch order.
+///
+/// `Send + Sync`; the consuming methods take `&mut self`, so there is exactly one
+/// consumer. Dropping it is [`Receiver::close`]. A receiver does not keep the
+/// send side open.
+pub struct Receiver<K, V> {
+    shared: Arc<Shared<K, V>>,
+    id: u64,
+    notify: Arc<Notify>,
+    /// The `Stream` impl's parking state, kept between polls.
+    listener: Option<Listener>,
+}
+
+impl<K, V> fmt::Debug for Receiver<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").field("id", &self.id).finish()
+    }
+}
+
+impl<K, V> Drop for Receiver<K, V> {
+    fn drop(&mut self) {
+        self.shared.close_receiver(self.id);
+    }
+}
+
+/// The blocking forms' attempt: `None` means "nothing yet, wait".
+fn attempt<K, V>(shared: &Shared<K, V>, id: u64) -> Option<Result<Event<K, V>, RecvError>> {
+    match shared.take(id, KeyQueue::pop_front) {
+        Ok(event) => Some(Ok(event)),
+        Err(TryRecvError::Closed) => Some(Err(RecvError)),
+        Err(TryRecvError::Empty) => None,
+    }
+}
+
+impl<K, V> Receiver<K, V> {
+    pub(super) fn new(shared: Arc<Shared<K, V>>, registration: Registration) -> Self {
+        Receiver {
+            shared,
+            id: registration.id,
+            notify: registration.notify,
+            listener: None,
+        }
+    }
+
+    /// Closes this receiver only: its pending values are dropped and it is
+    /// deregistered at once, so sends stop visiting it. Other receivers and the
+    /// send side are unaffected. Idempotent; also what `Drop` does.
+    ///
+    /// Takes the hub mutex once; O(receivers) to deregister. The pending
+    /// values are dropped after the mutex is released.
+    pub fn close(&self) {
+        self.shared.close_receiver(self.id);
+    }
+
+    /// Whether the next receive would answer `Closed`: this receiver or the hub
+    /// was closed, or the send side closed and nothing is pending. Takes the hub
+    /// mutex once; never blocks otherwise.
+    pub fn is_closed(&self) -> bool {
+        self.shared.receiver_closed(self.id)
+    }
+
+    /// Pending keys (not sends: coalesced sends share one slot); 0 once closed.
+    /// Takes the hub mutex once.
+    pub fn len(&self) -> usize {
+        self.shared.pending(self.id)
+    }
+
+    /// Whether no key is pending ([`len`](Self::len) is 0). Takes the hub mutex
+    /// once.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K, V> Receiver<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// Takes the head (oldest first touch), blocking while nothing is pending.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] once closed: this receiver or the hub was closed, or the
+    /// send side closed and everything pending was delivered (the receiver then
+    /// deregisters itself). Terminal.
+    ///
+    /// # Cost
+    ///
+    /// The hub mutex once per attempt (O(1) pop); parks the thread between
+    /// attempts, never spins.
+    pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
+        let (shared, id) = (&*self.shared, self.id);
+        match block(&self.notify, None, || attempt(shared, id)) {
+            Some(answer) => answer,
+            None => unreachable!("without a deadline, block returns only with an answer"),
+        }
+    }
+
+    /// [`recv`](Self::recv), waiting at most `timeout`. A zero timeout still
+    /// returns a value that is ready, like `std`'s `recv_timeout`. A timeout too
+    /// large to represent waits forever.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Closed`] as for `recv` (closed beats timeout);
+    /// [`RecvTimeoutError::Timeout`] when the time ran out with nothing pending.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Event<K, V>, RecvTimeoutError> {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.recv_deadline(deadline),
+            None => self.recv().map_err(RecvTimeoutError::from),
+        }
+    }
+
+    /// [`recv`](Self::recv), waiting until `deadline` at the latest. A deadline
+    /// already past still returns a value that is ready.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_timeout`](Self::recv_timeout).
+    pub fn recv_deadline(&mut self, deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
+        let (shared, id) = (&*self.shared, self.id);
+        match block(&self.notify, Some(deadline), || attempt(shared, id)) {
+            Some(Ok(event)) => Ok(event),
+            Some(Err(RecvError)) => Err(RecvTimeoutError::Closed),
+            None => Err(RecvTimeoutError::Timeout),
+        }
+    }
+
+    /// Takes the head without blocking.
+    ///
+    /// # Errors
+    ///
+    /// Closed beats empty beats value: [`TryRecvError::Closed`] as for
+    /// [`recv`](Self::recv), else [`TryRecvError::Empty`] when nothing is
+    /// pending. Takes the hub mutex once; O(1).
+    pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        self.shared.take(self.id, KeyQueue::pop_front)
+    }
+
+    /// Takes everything pending as of one instant (one hold of the hub mutex),
+    /// in queue order, one event per key. Never a partial batch with an error.
+    /// After a graceful close the whole remaining queue comes back with `Ok`,
+    /// and the next call answers `Closed`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_recv`](Self::try_recv). Holds the hub mutex for O(pending
+    /// keys) moves, running no user code; allocates the returned `Vec`.
+    pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
+        self.shared.take(self.id, KeyQueue::drain)
+    }
+
+    /// A clone of the head, which stays pending (same `sends`). Two peeks can
+    /// differ in value and `sends` when a send coalesced in between, but the
+    /// key only changes if the head was taken or annihilated.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_recv`](Self::try_recv): a closed receiver answers `Closed` even
+    /// with a value pending. Takes the hub mutex once and clones the key and
+    /// value under it.
+    pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        self.shared.take(self.id, |queue| {
+            queue
+                .head()
+                .map(|(key, value, sends)| Event::new(key.clone(), value.clone(), sends))
+        })
+    }
+
+    /// [`recv`](Self::recv) as a future, for any executor (no runtime
+    /// dependency). Dropping it before it completes consumes nothing. The
+    /// future is `Send`.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] as for `recv`.
+    pub fn recv_async(
+        &mut self,
+    ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
+        let (shared, id) = (&*self.shared, self.id);
+        WaitFuture::new(&self.notify, move || attempt(shared, id))
+    }
+
+    /// A blocking iterator over events; ends when the receiver is closed
+    /// (after draining, for a graceful close).
+    pub fn iter(&mut self) -> Iter<'_, K, V> {
+        Iter { rx: self }
+    }
+
+    /// A non-blocking iterator over what is pending; ends at the first `Empty`
+    /// or `Closed`. Each step takes the hub mutex once.
+    pub fn try_iter(&mut self) -> TryIter<'_, K, V> {
+        TryIter { rx: self }
+    }
+}
+
+impl<K, V> Stream for Receiver<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    type Item = Event<K, V>;
+
+    /// The next event; `None` once closed (after draining, for a graceful
+    /// close), and on every poll after that.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event<K, V>>> {
+        let this = self.get_mut();
+        let (shared, id) = (&*this.shared, this.id);
+        poll_attempt(&this.notify, &mut this.listener, cx, || attempt(shared, id)).map(Result::ok)
+    }
+}
+
+/// Blocking iterator from [`Receiver::iter`]; ends at `Closed`.
+pub struct Iter<'a, K, V> {
+    rx: &'a mut Receiver<K, V>,
+}
+
+impl<K, V> fmt::Debug for Iter<'_, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter").field("rx", &self.rx).finish()
+    }
+}
+
+impl<K, V> Iterator for Iter<'_, K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    type Item = Event<K, V>;
+
+    /// Blocks like [`Receiver::recv`].
+    fn next(&mut self) -> Option<Event<K, V>> {
+        self.rx.recv().ok()
+    }
+}
+
+/// Non-blocking iterator from [`Receiver::try_iter`]; ends at `Empty` or
+/// `Closed`.
+pub struct TryIter<'a, K, V> {
+    rx: &'a mut Receiver<K, V>,
+}
+
+impl<K, V> fmt::Debug for TryIter<'_, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryIter").field("rx", &self.rx).finish()
+    }
+}
+
+impl<K, V> Iterator for TryIter<'_, K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    type Item = Event<K, V>;
+
+    /// Never blocks, like [`Receiver::try_recv`].
+    fn next(&mut self) -> Option<Event<K, V>> {
+        self.rx.try_recv().ok()
+    }
+}
