@@ -64,7 +64,8 @@ where
     /// [`ReceiverBuilder::merge`].
     ///
     /// `merge` runs under the hub mutex on the send path: it must not call back
-    /// into this bus (that would deadlock) and should be short.
+    /// into this bus (that would deadlock) and should be short. Allocates the
+    /// shared state; never blocks.
     pub fn with_merge<F>(merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -155,7 +156,7 @@ where
     /// Takes exactly `key`. Compared on the send path with `K: Eq`; no user
     /// closure runs for this receiver. Replaces an earlier
     /// [`key`](Self::key) or [`key_filter`](Self::key_filter): the later call
-    /// wins.
+    /// wins. Never blocks; O(1).
     pub fn key(self, key: K) -> Self {
         ReceiverBuilder {
             config: self.config.key(key),
@@ -166,7 +167,8 @@ where
     /// Takes the keys for which `keep` returns true. Runs at send, under the hub
     /// mutex, once per send: an unwanted key never takes a slot. Must not call
     /// back into this bus. Replaces an earlier [`key`](Self::key) or
-    /// [`key_filter`](Self::key_filter): the later call wins.
+    /// [`key_filter`](Self::key_filter): the later call wins. Never blocks;
+    /// allocates the shared closure.
     pub fn key_filter<F>(self, keep: F) -> Self
     where
         F: Fn(&K) -> bool + Send + Sync + 'static,
@@ -179,7 +181,8 @@ where
 
     /// Coalesces this receiver's slots with `merge(pending, incoming)` instead
     /// of the hub's merge (other receivers are unaffected). `None` annihilates.
-    /// Runs under the hub mutex; must not call back into this bus.
+    /// Runs under the hub mutex; must not call back into this bus. Never
+    /// blocks; allocates the shared closure.
     pub fn merge<F>(self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,

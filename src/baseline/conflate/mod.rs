@@ -112,6 +112,9 @@
 //! - Otherwise: one hash per send, then the hub mutex for the whole fan-out:
 //!   per receiver a filter check and an O(1) lookup; coalescing allocates
 //!   nothing. The key and value are cloned per accepting receiver but the last.
+//! - A receiver's memory is one node per pending key; its storage keeps the
+//!   high-water mark of pending keys (like a `HashMap`'s capacity) and never
+//!   grows with the number of sends.
 //! - Every receive takes the same mutex: pop, peek and close are O(1),
 //!   `try_recv_all` O(pending keys), register/deregister O(receivers).
 //!   Waiting parks the thread (or task) on that receiver's own notifier, which

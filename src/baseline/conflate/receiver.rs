@@ -118,7 +118,8 @@ where
 
     /// [`recv`](Self::recv), waiting at most `timeout`. A zero timeout still
     /// returns a value that is ready, like `std`'s `recv_timeout`. A timeout too
-    /// large to represent waits forever.
+    /// large to represent waits forever. Blocks at most until the deadline;
+    /// costs as `recv`.
     ///
     /// # Errors
     ///
@@ -132,7 +133,8 @@ where
     }
 
     /// [`recv`](Self::recv), waiting until `deadline` at the latest. A deadline
-    /// already past still returns a value that is ready.
+    /// already past still returns a value that is ready. Blocks at most until
+    /// `deadline`; costs as `recv`.
     ///
     /// # Errors
     ///
@@ -177,8 +179,9 @@ where
     /// # Errors
     ///
     /// As [`try_recv`](Self::try_recv): a closed receiver answers `Closed` even
-    /// with a value pending. Takes the hub mutex once and clones the key and
-    /// value under it.
+    /// with a value pending. Never blocks; takes the hub mutex once and clones
+    /// the key and value under it (a panicking `Clone` leaves the receiver
+    /// unchanged).
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
         self.shared.take(self.id, |queue| {
             queue
@@ -189,7 +192,8 @@ where
 
     /// [`recv`](Self::recv) as a future, for any executor (no runtime
     /// dependency). Dropping it before it completes consumes nothing. The
-    /// future is `Send`.
+    /// future is `Send`. Each poll costs one `try_recv`; a pending future
+    /// holds one registration on this receiver's notifier.
     ///
     /// # Errors
     ///
@@ -202,7 +206,7 @@ where
     }
 
     /// A blocking iterator over events; ends when the receiver is closed
-    /// (after draining, for a graceful close).
+    /// (after draining, for a graceful close). Each step is a `recv`.
     pub fn iter(&mut self) -> Iter<'_, K, V> {
         Iter { rx: self }
     }
@@ -248,7 +252,7 @@ where
 {
     type Item = Event<K, V>;
 
-    /// Blocks like [`Receiver::recv`].
+    /// Blocks; one [`Receiver::recv`].
     fn next(&mut self) -> Option<Event<K, V>> {
         self.rx.recv().ok()
     }
@@ -273,7 +277,7 @@ where
 {
     type Item = Event<K, V>;
 
-    /// Never blocks, like [`Receiver::try_recv`].
+    /// Never blocks; one [`Receiver::try_recv`].
     fn next(&mut self) -> Option<Event<K, V>> {
         self.rx.try_recv().ok()
     }
