@@ -1453,3 +1453,4 @@ macro_rules! conflate_conformance {
 }
 
 conflate_conformance!(baseline, keybus::baseline::conflate);
+conflate_conformance!(lockfree, keybus::conflate);

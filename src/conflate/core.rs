@@ -241,6 +241,13 @@ where
             return;
         }
         let mut shard = lock(self.shard(hash));
+        // Checked again under the shard lock: `clear` marks the receiver closed
+        // before it empties each shard under that shard's lock, so once a shard
+        // was cleared nothing enters it again (a value landing after a hard close
+        // could otherwise be delivered past a hole the close made).
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
         // Acquire pairs with the Release in `cut`. The argument that a cut is one
         // instant needs only that this load happens under the shard lock: see `cut`.
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -415,7 +422,12 @@ where
                 return Some(event);
             }
             // A stale ticket: its value was annihilated after the ticket left the
-            // shared list. Skip it.
+            // shared list, or a hard close cleared it. In the second case stop
+            // here: the next ticket's shard may not be cleared yet, and
+            // delivering it would skip this one.
+            if self.is_closed() {
+                return None;
+            }
         }
     }
 
@@ -437,6 +449,7 @@ where
             drop(shard);
             match found {
                 Some(event) => return Some(event),
+                None if self.is_closed() => return None,
                 None => drop(local.private.pop_front()), // stale ticket
             }
         }
@@ -478,6 +491,11 @@ where
             while let Some(ticket) = list.pop_front() {
                 batch.extend(self.claim(ticket, taken));
             }
+        }
+        if self.is_closed() {
+            // A hard close raced the drain and may have cleared part of it: the
+            // cut then falls after the close, which abandons everything.
+            batch.clear();
         }
         batch
     }
