@@ -119,6 +119,8 @@ mod reader;
 mod ring;
 mod slot;
 mod stamp;
+#[cfg(test)]
+mod tests;
 
 pub use crate::{AppendError, Entry, ReadError};
 pub use reader::Reader;
