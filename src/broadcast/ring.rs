@@ -244,9 +244,11 @@ impl<T> Ring<T> {
                     }));
                 }
                 SlotRead::Overwritten { .. } => break,
+                // The tail is published after its slot's commit stamp (both
+                // Release, read with Acquire), so every revision up to it is
+                // committed or overwritten.
                 SlotRead::NotWritten => {
-                    debug_assert!(false, "revision {revision} <= tail {tail} not committed");
-                    break;
+                    unreachable!("revision {revision} <= tail {tail} not committed")
                 }
             }
         }
@@ -262,11 +264,15 @@ impl<T> Ring<T> {
             if revision == 0 {
                 return None;
             }
-            // Overwritten: the writer lapped this slot since the tail load, so a
-            // newer tail exists; take it. Only a writer lapping the whole ring on
-            // every turn can keep this going (lock-free, not wait-free).
-            if let SlotRead::Value(value) = self.slot(revision).read(revision) {
-                return Some(Entry { revision, value });
+            match self.slot(revision).read(revision) {
+                SlotRead::Value(value) => return Some(Entry { revision, value }),
+                // The writer lapped this slot since the tail load. The stamp that
+                // says so was Release-stored after a newer tail, and the reader
+                // Acquire-loaded it, so the next tail load is newer: only a writer
+                // lapping the whole ring on every turn keeps this loop going
+                // (lock-free, not wait-free).
+                SlotRead::Overwritten { .. } => {}
+                SlotRead::NotWritten => unreachable!("revision {revision} = tail not committed"),
             }
         }
     }
@@ -282,7 +288,8 @@ impl<T> Ring<T> {
             match self.slot(revision).read(revision) {
                 SlotRead::Value(value) => out.push(Entry { revision, value }),
                 // Evicted while we copied: everything older is evicted too.
-                SlotRead::Overwritten { .. } | SlotRead::NotWritten => out.clear(),
+                SlotRead::Overwritten { .. } => out.clear(),
+                SlotRead::NotWritten => unreachable!("revision {revision} <= tail not committed"),
             }
         }
         out

@@ -4,7 +4,7 @@
 //!
 //! Writer (one at a time, under the ring's writer lock), installing revision `r`:
 //!
-//! 1. `stamp = writing(r)` (Relaxed), then `fence(Release)`;
+//! 1. `stamp = writing(r)` (Release), then `fence(Release)`;
 //! 2. `cell.swap(new value)` (arc-swap: a SeqCst read-modify-write);
 //! 3. `stamp = committed(r)` (Release).
 //!
@@ -12,7 +12,7 @@
 //!
 //! 1. `s1 = stamp` (Acquire); anything but `committed(r)` ends the read;
 //! 2. `guard = cell.load()` (protects the `Arc` it returns);
-//! 3. `fence(Acquire)`, then `s2 = stamp` (Relaxed);
+//! 3. `fence(Acquire)`, then `s2 = stamp` (Acquire);
 //! 4. `s1 == s2`: the guard holds revision `r`'s value; clone it. Otherwise the
 //!    slot was overwritten mid-read: report the newer revision, clone nothing.
 //!
@@ -25,6 +25,13 @@
 //! pointer directly, writer step 1's release fence synchronizes with reader step
 //! 3's acquire fence. So `s2 >= writing(r') > committed(r)` and the read is
 //! rejected. Stamps only grow, so `s1 == s2` cannot be an ABA.
+//!
+//! The Release on the writing mark and the Acquire on `s2` are not needed for the
+//! value check; they give progress. A reader that sees a newer stamp (either
+//! transition) also sees the tail the previous append published, so a retry
+//! (`latest`) finds a newer tail rather than spinning on a stale one. Loom found
+//! that spin when the mark was Relaxed: it explores the (real, if unlikely)
+//! executions in which a relaxed tail load keeps returning the old value.
 //!
 //! Why cloning is sound (DESIGN-NOTES broadcast 1). The reader clones through its
 //! guard, never through a bare pointer: the `Arc` cannot be freed while the guard

@@ -53,26 +53,33 @@ impl AtomicStamp {
         AtomicStamp(AtomicU64::new(Stamp::EMPTY.0))
     }
 
-    /// A reader's first look. Acquire pairs with [`commit`](Self::commit)'s Release:
-    /// seeing `committed(r)` makes the value swapped in for `r` visible.
+    /// A reader's first look. Acquire pairs with
+    /// [`commit_while_locked`](Self::commit_while_locked)'s Release: seeing
+    /// `committed(r)` makes the value swapped in for `r` visible. (It also pairs
+    /// with the writing mark's Release, for progress; see below.)
     pub(super) fn load_before_read(&self) -> Stamp {
         Stamp(self.0.load(Ordering::Acquire))
     }
 
-    /// A reader's re-check. The caller issues `fence(Acquire)` first; the fence,
-    /// not this load, carries the ordering (the classic seqlock shape), so Relaxed
-    /// suffices here.
+    /// A reader's re-check, after its `fence(Acquire)`. The fence carries the
+    /// seqlock ordering (see `slot.rs`); Acquire here adds progress: a reader
+    /// that sees a newer stamp (both transitions are Release stores) also sees the
+    /// tail that append's predecessor published, so a retry finds a newer tail
+    /// instead of spinning on a stale one.
     pub(super) fn load_after_read(&self) -> Stamp {
-        Stamp(self.0.load(Ordering::Relaxed))
+        Stamp(self.0.load(Ordering::Acquire))
     }
 
-    /// The writer claims the slot for `revision`. Relaxed: the caller's
-    /// `fence(Release)` right after this store orders it before the value swap
-    /// (what a reader must be able to detect).
+    /// The writer claims the slot for `revision`. The caller's `fence(Release)`
+    /// right after this store orders it before the value swap (what a reader must
+    /// be able to detect). Release on the store itself pairs with the readers'
+    /// Acquire stamp loads: a reader that sees the mark also sees the previous
+    /// append's tail store (`revision - 1`), which `latest` and the `Gap` answer's
+    /// `oldest` rely on to make progress.
     ///
     /// Precondition: the caller holds the writer lock.
     pub(super) fn mark_writing_while_locked(&self, revision: u64) {
-        self.0.store(Stamp::writing(revision).0, Ordering::Relaxed);
+        self.0.store(Stamp::writing(revision).0, Ordering::Release);
     }
 
     /// The writer publishes the slot's new value as `revision`. Release pairs with
