@@ -9,6 +9,11 @@
 //!   `Reader`) against two appends, the second of which rewrites the slot the
 //!   reader is copying. Checks: never a torn value, never a value under the wrong
 //!   revision, `Gap` (with a plausible `oldest`) instead.
+//! - `batch_read_races_eviction`: a two-entry read (capacity 2, three slots)
+//!   against three appends that evict both entries it wants. Checks: the batch is
+//!   a gap-free run from the cursor with every value under its own revision (it
+//!   may end early), or `Gap`; the read after a short batch continues or reports
+//!   `Gap`.
 //! - `gap_boundary_while_an_append_evicts`: cursor `a - 1` and `a - 2` while the
 //!   append that moves `a` commits. Checks: `a - 1` never gets `Gap`; `a - 2` gets
 //!   the entry or `Gap`, never a wrong one; a reader that got `Gap` resumes at the
@@ -83,6 +88,44 @@ fn read_vs_overwrite_of_the_same_slot() {
                 oldest: 3,
             }) => assert_eq!(reader.cursor(), 2),
             Err(e) => panic!("unexpected {e:?}"),
+        }
+        writer.join().unwrap();
+    });
+}
+
+#[test]
+fn batch_read_races_eviction() {
+    loom::model(|| {
+        let buf = Buffer::new(2);
+        buf.append(value(1)).unwrap();
+        buf.append(value(2)).unwrap();
+        let writer = {
+            let buf = buf.clone();
+            thread::spawn(move || {
+                for revision in 3..=5 {
+                    assert_eq!(buf.append(value(revision)).unwrap(), revision);
+                }
+            })
+        };
+        let mut after = 0;
+        for _ in 0..2 {
+            match buf.try_read(after, 2) {
+                Ok(page) => {
+                    assert!(!page.is_empty() && page.len() <= 2);
+                    for (i, e) in page.iter().enumerate() {
+                        assert_eq!(e.revision, after + 1 + i as u64);
+                        assert_eq!(e.value, value(e.revision));
+                    }
+                    after = page.last().unwrap().revision;
+                }
+                Err(ReadError::Gap { after: a, oldest }) => {
+                    assert_eq!(a, after);
+                    assert!(oldest > after + 1 && oldest <= 4);
+                    after = oldest - 1;
+                }
+                Err(ReadError::Empty) => {}
+                Err(e) => panic!("unexpected {e:?}"),
+            }
         }
         writer.join().unwrap();
     });
