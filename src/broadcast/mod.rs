@@ -46,6 +46,22 @@
 //! - `limit == 0` panics in every read form: it would ask for nothing and could
 //!   never make progress.
 //!
+//! ```
+//! use keybus::broadcast::Buffer;
+//!
+//! let buf = Buffer::new(8);
+//! buf.append(10).unwrap();
+//! // Snapshot, then subscribe from the snapshot's revision.
+//! let snapshot = buf.latest().unwrap();
+//! buf.append(20).unwrap(); // published in between: not lost
+//! let mut reader = buf.reader_at(snapshot.revision);
+//! assert_eq!(reader.try_next().unwrap().value, 20);
+//!
+//! // Unchanged state does not make a new revision.
+//! assert_eq!(buf.append_if_changed(20).unwrap(), 2);
+//! assert_eq!(buf.append_if_changed(30).unwrap(), 3);
+//! ```
+//!
 //! # Gaps
 //!
 //! A reader is never blocked and never blocks the writer, so a slow reader can be
@@ -58,6 +74,24 @@
 //! overwritten revision; its entries are still exactly revisions `after + 1 ..`,
 //! and the next read from its last revision reports the gap.
 //!
+//! ```
+//! use keybus::broadcast::{Buffer, ReadError};
+//!
+//! let buf = Buffer::new(32);
+//! for i in 1..=132u64 {
+//!     buf.append(i).unwrap();
+//! }
+//! // Retained: 101..=132. Cursor 100 still reads everything...
+//! assert_eq!(buf.try_read(100, 64).unwrap().len(), 32);
+//! // ...cursor 99 lost revision 100.
+//! assert_eq!(buf.validate(99), Err(ReadError::Gap { after: 99, oldest: 101 }));
+//!
+//! let mut reader = buf.reader_at(99);
+//! assert_eq!(reader.next(), Err(ReadError::Gap { after: 99, oldest: 101 }));
+//! assert_eq!(reader.cursor(), 100); // reported once, then resume
+//! assert_eq!(reader.next().unwrap().revision, 101);
+//! ```
+//!
 //! # Closing
 //!
 //! [`Buffer::close`] is idempotent and closes the one ring behind every handle.
@@ -65,6 +99,24 @@
 //! still get every retained entry past their cursor, then [`ReadError::Closed`];
 //! blocked and async readers are woken. Dropping handles does not close: a buffer
 //! lives while any `Buffer` or `Reader` handle does.
+//!
+//! ```
+//! use keybus::broadcast::{AppendError, Buffer, ReadError};
+//! use std::thread;
+//!
+//! let buf = Buffer::new(4);
+//! let waiter = {
+//!     let buf = buf.clone();
+//!     thread::spawn(move || futures::executor::block_on(buf.read_async(0, 8)))
+//! };
+//! buf.append("last words".to_string()).unwrap();
+//! buf.close();
+//! assert_eq!(buf.append("too late".to_string()), Err(AppendError("too late".to_string())));
+//! // The waiter gets the retained entry (or, had it looked after close, still
+//! // the entry: Closed comes only once nothing is left past its cursor).
+//! assert_eq!(waiter.join().unwrap().unwrap()[0].value, "last words");
+//! assert_eq!(buf.try_read(1, 8), Err(ReadError::Closed));
+//! ```
 //!
 //! # Thread safety
 //!

@@ -221,6 +221,9 @@ impl<T> Ring<T> {
     where
         T: Clone,
     {
+        // Closed first, tail second: a reader that sees the flag then sees the
+        // final tail (see the `closed` field), so it answers `Closed` only when
+        // nothing is left; one that misses the flag waits and is woken by `close`.
         let closed = self.is_closed();
         let tail = self.tail();
         if let Err(e) = self.check(after, tail) {

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 
 /// Miri runs every step of an interleaving, so keep the threaded tests tiny there.
-const ROUNDS: u64 = if cfg!(miri) { 40 } else { 5_000 };
+const ROUNDS: u64 = if cfg!(miri) { 120 } else { 5_000 };
 
 /// A value whose `clone` blocks until released, to stall a reader mid-copy.
 struct Stall {
