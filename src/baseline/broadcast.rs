@@ -423,7 +423,7 @@ impl<T> fmt::Debug for Reader<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::Buffer;
 

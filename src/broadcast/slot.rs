@@ -139,7 +139,7 @@ impl<T> Slot<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::{Slot, SlotRead};
     use crate::sync::CellArc;

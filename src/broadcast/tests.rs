@@ -4,8 +4,8 @@
 //! (`cargo +nightly miri test --lib broadcast`).
 
 use super::{Buffer, ReadError};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::thread;
 
 /// Miri runs every step of an interleaving, so keep the threaded tests tiny there.
