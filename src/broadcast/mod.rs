@@ -140,9 +140,11 @@
 //! # Performance
 //!
 //! - `append`: one uncontended lock, three stores, one `arc-swap` swap (which
-//!   visits `arc-swap`'s per-thread debt lists), one wake-up check. Once the ring
-//!   is full it allocates nothing when `T` owns no heap data: the `Arc` evicted two
-//!   appends ago is reused unless a reader is still cloning from it.
+//!   visits `arc-swap`'s per-thread debt lists, paying, never waiting for,
+//!   readers' debts), and a wake-up check (one `SeqCst` fence; the listener list
+//!   only when someone is parked). Once the ring is full it allocates nothing
+//!   (measured in `tests/broadcast_alloc.rs`): the `Arc` the previous append
+//!   swapped out is reused unless a reader still holds it.
 //! - `try_read`: two atomic loads, then per entry two stamp loads, an `arc-swap`
 //!   load and one `T::clone`. `latest` is one entry; `retained` is up to
 //!   `capacity` entries. Nothing waits.

@@ -87,7 +87,7 @@ impl<T> Ring<T> {
         &self.slots[(revision % (self.capacity + 1)) as usize]
     }
 
-    /// Acquire pairs with the Release store in `append`: revisions up to the
+    /// Acquire pairs with the Release store in `push_while_locked`: revisions up to the
     /// returned value are committed in their slots.
     pub(super) fn tail(&self) -> u64 {
         self.tail.load(Ordering::Acquire)
