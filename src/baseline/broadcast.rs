@@ -1,1 +1,443 @@
-//! Baseline broadcast (stub).
+//! Bounded cursor broadcast, the plain way: one mutex per buffer, like the Go
+//! original (`pkg/broadcast.Buffer[T]`).
+//!
+//! The public API and every rule are those of [`crate::broadcast`] (see its module
+//! docs); this module is the oracle the conformance and differential tests compare
+//! it against, and the reference its benchmarks report ratios to.
+//!
+//! ```
+//! use keybus::baseline::broadcast::{Buffer, ReadError};
+//!
+//! let buf = Buffer::new(2);
+//! for v in ["a", "b", "c"] {
+//!     buf.append(v).unwrap();
+//! }
+//! // Retained: 2..=3. Cursor 1 (= oldest - 1) still reads everything...
+//! assert_eq!(buf.try_read(1, 8).unwrap().len(), 2);
+//! // ...cursor 0 lost revision 1.
+//! assert_eq!(buf.try_read(0, 8), Err(ReadError::Gap { after: 0, oldest: 2 }));
+//! ```
+//!
+//! # Design
+//!
+//! A preallocated ring of `capacity` slots with `head`, `count` and `revision`
+//! under one mutex: an append writes slot `(head + count) % capacity` and, once
+//! full, advances `head` (constant-time replacement). Reads validate the cursor,
+//! clone the wanted entries and decide `Closed`/`Empty` under the same lock, so
+//! every answer describes one instant. Wake-ups go through one notifier, signalled
+//! after the lock is released; readers register before their last check (see
+//! `crate::wait`), so none is lost.
+//!
+//! # Differences from `broadcast` worth knowing
+//!
+//! - Readers take the buffer's mutex, so a reader cloning a large value delays the
+//!   writer (never indefinitely: the clone is bounded work). `T::clone` and
+//!   `T::eq` run under the lock; a panic in either leaves the ring unchanged and
+//!   the lock usable. A replaced value is dropped after the lock is released.
+//! - Memory is exactly `capacity` values; appends allocate nothing.
+
+pub use crate::{AppendError, Entry, ReadError};
+
+use crate::sync::{lock, Arc, Mutex, Notify};
+use crate::wait::{block, WaitFuture};
+use std::fmt;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+struct State<T> {
+    /// Preallocated; `None` only before the slot's first append.
+    ring: Box<[Option<T>]>,
+    /// Index of the oldest retained entry.
+    head: usize,
+    /// Retained entries (`<= ring.len()`).
+    count: usize,
+    /// The latest revision (0 before the first append).
+    revision: u64,
+    closed: bool,
+}
+
+impl<T> State<T> {
+    /// The oldest retained revision minus one (`a - 1`); equals `revision` when
+    /// nothing is retained.
+    fn floor(&self) -> u64 {
+        self.revision - self.count as u64
+    }
+
+    fn check(&self, after: u64) -> Result<(), ReadError> {
+        if after > self.revision {
+            return Err(ReadError::Future {
+                after,
+                tail: self.revision,
+            });
+        }
+        if after < self.floor() {
+            return Err(ReadError::Gap {
+                after,
+                oldest: self.floor() + 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// The retained value of `revision` (`floor() < revision <= self.revision`).
+    fn get(&self, revision: u64) -> &T {
+        let offset = (revision - self.floor() - 1) as usize;
+        self.ring[(self.head + offset) % self.ring.len()]
+            .as_ref()
+            .expect("retained slots are filled")
+    }
+
+    /// Stores `value` as the next revision; returns it and the value it evicted.
+    fn push(&mut self, value: T) -> (u64, Option<T>) {
+        let capacity = self.ring.len();
+        let index = (self.head + self.count) % capacity;
+        if self.count < capacity {
+            self.count += 1;
+        } else {
+            self.head = (self.head + 1) % capacity;
+        }
+        self.revision += 1;
+        (self.revision, self.ring[index].replace(value))
+    }
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+    capacity: usize,
+    notify: Notify,
+    generation: u64,
+}
+
+/// A bounded history of revisions of one stream; a cheap `Clone` handle to one
+/// shared ring guarded by one mutex.
+///
+/// Same API and rules as [`crate::broadcast::Buffer`].
+pub struct Buffer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Buffer<T> {
+    fn clone(&self) -> Self {
+        Buffer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = lock(&self.shared.state);
+        f.debug_struct("Buffer")
+            .field("capacity", &s.ring.len())
+            .field("tail", &s.revision)
+            .field("closed", &s.closed)
+            .field("generation", &self.shared.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+fn assert_limit(limit: usize) {
+    assert!(limit > 0, "broadcast read limit must be at least 1");
+}
+
+/// One read attempt under the lock, shared by every read form: `Some(Ok(n))` after
+/// handing `n >= 1` entries to `sink`, `Some(Err)` for a final answer, `None` when
+/// nothing is past `after` yet and the buffer is open.
+fn read_with<T: Clone>(
+    shared: &Shared<T>,
+    after: u64,
+    limit: usize,
+    mut sink: impl FnMut(Entry<T>),
+) -> Option<Result<usize, ReadError>> {
+    let s = lock(&shared.state);
+    if let Err(e) = s.check(after) {
+        return Some(Err(e));
+    }
+    if after == s.revision {
+        return s.closed.then_some(Err(ReadError::Closed));
+    }
+    let end = s.revision.min(after.saturating_add(limit as u64));
+    for revision in after + 1..=end {
+        sink(Entry {
+            revision,
+            value: s.get(revision).clone(),
+        });
+    }
+    Some(Ok((end - after) as usize))
+}
+
+impl<T: Clone + Send + Sync + 'static> Buffer<T> {
+    /// A buffer retaining the last `capacity` revisions, with a fresh
+    /// [`generation`](Self::generation).
+    ///
+    /// # Panics
+    ///
+    /// If `capacity == 0`.
+    pub fn new(capacity: usize) -> Self {
+        assert!(
+            capacity > 0,
+            "broadcast::Buffer capacity must be at least 1"
+        );
+        Buffer {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    ring: (0..capacity).map(|_| None).collect(),
+                    head: 0,
+                    count: 0,
+                    revision: 0,
+                    closed: false,
+                }),
+                capacity,
+                notify: Notify::new(),
+                generation: crate::broadcast::generation::next(),
+            }),
+        }
+    }
+
+    /// How many revisions the buffer retains.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
+    }
+
+    /// Appends `value` as the next revision and returns that revision. Takes the
+    /// buffer's mutex (waits for a concurrent reader's copy, never for a reader to
+    /// catch up). Errors with the value handed back once the buffer is closed.
+    pub fn append(&self, value: T) -> Result<u64, AppendError<T>> {
+        let mut s = lock(&self.shared.state);
+        if s.closed {
+            return Err(AppendError(value));
+        }
+        let (revision, evicted) = s.push(value);
+        drop(s);
+        self.shared.notify.notify(usize::MAX);
+        drop(evicted);
+        Ok(revision)
+    }
+
+    /// Like [`append`](Self::append), unless `value` equals the latest value: then
+    /// nothing is appended and the current tail is returned.
+    pub fn append_if_changed(&self, value: T) -> Result<u64, AppendError<T>>
+    where
+        T: PartialEq,
+    {
+        let mut s = lock(&self.shared.state);
+        if s.closed {
+            return Err(AppendError(value));
+        }
+        if s.count > 0 && *s.get(s.revision) == value {
+            return Ok(s.revision);
+        }
+        let (revision, evicted) = s.push(value);
+        drop(s);
+        self.shared.notify.notify(usize::MAX);
+        drop(evicted);
+        Ok(revision)
+    }
+
+    /// The latest revision, 0 before the first append.
+    pub fn tail(&self) -> u64 {
+        lock(&self.shared.state).revision
+    }
+
+    /// `Ok`, or [`ReadError::Gap`] / [`ReadError::Future`] for reading after
+    /// `after` now.
+    pub fn validate(&self, after: u64) -> Result<(), ReadError> {
+        lock(&self.shared.state).check(after)
+    }
+
+    /// A copy of the latest entry, `None` before the first append.
+    pub fn latest(&self) -> Option<Entry<T>> {
+        let s = lock(&self.shared.state);
+        (s.count > 0).then(|| Entry {
+            revision: s.revision,
+            value: s.get(s.revision).clone(),
+        })
+    }
+
+    /// A copy of every retained entry, oldest first.
+    pub fn retained(&self) -> Vec<Entry<T>> {
+        let s = lock(&self.shared.state);
+        (s.floor() + 1..=s.revision)
+            .map(|revision| Entry {
+                revision,
+                value: s.get(revision).clone(),
+            })
+            .collect()
+    }
+
+    /// Up to `limit` entries after `after`, oldest first, without waiting.
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        assert_limit(limit);
+        self.attempt(after, limit).unwrap_or(Err(ReadError::Empty))
+    }
+
+    /// Like [`try_read`](Self::try_read), but blocks until at least one entry is
+    /// past `after` or the buffer closes.
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        assert_limit(limit);
+        block(&self.shared.notify, None, || self.attempt(after, limit))
+            .expect("no deadline: never times out")
+    }
+
+    /// Like [`read`](Self::read), but gives up with [`ReadError::Timeout`] after
+    /// `timeout`; an answer ready at the deadline wins over the timeout.
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn read_timeout(
+        &self,
+        after: u64,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Entry<T>>, ReadError> {
+        assert_limit(limit);
+        let deadline = Instant::now().checked_add(timeout);
+        block(&self.shared.notify, deadline, || self.attempt(after, limit))
+            .unwrap_or(Err(ReadError::Timeout))
+    }
+
+    /// The async form of [`read`](Self::read): runtime-agnostic and `Send`.
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0` (when called, not when polled).
+    pub fn read_async(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
+        assert_limit(limit);
+        WaitFuture::new(&self.shared.notify, move || self.attempt(after, limit))
+    }
+
+    /// A reader whose cursor is the current tail: only new values.
+    pub fn reader(&self) -> Reader<T> {
+        Reader {
+            shared: self.shared.clone(),
+            cursor: self.tail(),
+        }
+    }
+
+    /// A reader resuming after `after`.
+    pub fn reader_at(&self, after: u64) -> Reader<T> {
+        Reader {
+            shared: self.shared.clone(),
+            cursor: after,
+        }
+    }
+
+    /// Closes the buffer for appends; idempotent. Readers drain, then `Closed`.
+    pub fn close(&self) {
+        lock(&self.shared.state).closed = true;
+        self.shared.notify.notify(usize::MAX);
+    }
+
+    /// Whether [`close`](Self::close) was called on any handle.
+    pub fn is_closed(&self) -> bool {
+        lock(&self.shared.state).closed
+    }
+
+    /// An id of this buffer instance, unique within the process.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation
+    }
+
+    fn attempt(&self, after: u64, limit: usize) -> Option<Result<Vec<Entry<T>>, ReadError>> {
+        let mut out = Vec::new();
+        let answer = read_with(&self.shared, after, limit, |entry| out.push(entry))?;
+        Some(answer.map(|_| out))
+    }
+}
+
+/// A cursor over a [`Buffer`]; same behaviour as [`crate::broadcast::Reader`]:
+/// on `Gap` the cursor moves to `oldest - 1`, on `Future` it stays.
+pub struct Reader<T> {
+    shared: Arc<Shared<T>>,
+    cursor: u64,
+}
+
+/// One step of a reader at `cursor`, moving it on success and on a gap.
+fn step<T: Clone>(shared: &Shared<T>, cursor: &mut u64) -> Option<Result<Entry<T>, ReadError>> {
+    let mut got = None;
+    let answer = read_with(shared, *cursor, 1, |entry| got = Some(entry))?;
+    Some(match (answer, got) {
+        (Ok(_), Some(entry)) => {
+            *cursor = entry.revision;
+            Ok(entry)
+        }
+        (Err(ReadError::Gap { after, oldest }), _) => {
+            *cursor = oldest - 1;
+            Err(ReadError::Gap { after, oldest })
+        }
+        (Err(e), _) => Err(e),
+        (Ok(_), None) => unreachable!("a successful read hands over one entry"),
+    })
+}
+
+impl<T> Reader<T> {
+    /// The last revision this reader returned (or was created at, or was moved
+    /// to by a gap).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Reader<T> {
+    /// Blocks until the revision after the cursor is readable, returns it and
+    /// advances the cursor; `Gap`, `Future` or `Closed` otherwise.
+    #[allow(clippy::should_implement_trait)] // a fallible, blocking cursor, not an Iterator
+    pub fn next(&mut self) -> Result<Entry<T>, ReadError> {
+        let Reader { shared, cursor } = self;
+        block(&shared.notify, None, || step(shared, cursor)).expect("no deadline: never times out")
+    }
+
+    /// Like [`next`](Self::next), but answers `Empty` instead of waiting.
+    pub fn try_next(&mut self) -> Result<Entry<T>, ReadError> {
+        step(&self.shared, &mut self.cursor).unwrap_or(Err(ReadError::Empty))
+    }
+
+    /// The async form of [`next`](Self::next). Dropping the future before it
+    /// completes leaves the cursor unchanged.
+    pub fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_ {
+        let Reader { shared, cursor } = self;
+        let shared: &Shared<T> = shared;
+        WaitFuture::new(&shared.notify, move || step(shared, cursor))
+    }
+}
+
+impl<T> fmt::Debug for Reader<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("cursor", &self.cursor)
+            .field("generation", &self.shared.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Buffer;
+
+    #[test]
+    fn baseline_broadcast_ring_wraps_in_place() {
+        let buf = Buffer::new(3);
+        for i in 1..=10u64 {
+            assert_eq!(buf.append(i * 10).unwrap(), i);
+        }
+        let got: Vec<_> = buf
+            .retained()
+            .into_iter()
+            .map(|e| (e.revision, e.value))
+            .collect();
+        assert_eq!(got, [(8, 80), (9, 90), (10, 100)]);
+    }
+}

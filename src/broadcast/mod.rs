@@ -1,1 +1,371 @@
-//! Lock-free broadcast (stub).
+//! A bounded cursor history with lock-free readers.
+//!
+//! One [`Buffer`] retains the last `capacity` revisions of one stream. Any number
+//! of readers read it independently, each with its own cursor (a revision number);
+//! none of them consumes anything, and the writer never waits for any of them. A
+//! reader that falls behind retention is told so with [`ReadError::Gap`], never
+//! silently skipped.
+//!
+//! ```
+//! use keybus::broadcast::{Buffer, ReadError};
+//!
+//! let buf = Buffer::new(4);
+//! let mut reader = buf.reader(); // only values appended from now on
+//! assert_eq!(buf.append("ready").unwrap(), 1);
+//! assert_eq!(buf.append("running").unwrap(), 2);
+//!
+//! assert_eq!(reader.try_next().unwrap().value, "ready");
+//! assert_eq!(reader.cursor(), 1);
+//! // Pages: everything after revision 0, at most 8 entries.
+//! let page = buf.try_read(0, 8).unwrap();
+//! assert_eq!(page.iter().map(|e| e.revision).collect::<Vec<_>>(), [1, 2]);
+//!
+//! buf.close();
+//! assert_eq!(reader.next().unwrap().value, "running"); // drains first...
+//! assert_eq!(reader.next(), Err(ReadError::Closed)); // ...then Closed
+//! ```
+//!
+//! # Semantics
+//!
+//! - Revisions start at 1 and rise by one per append; [`Buffer::tail`] is the
+//!   latest (0 before the first append). Appends from any number of threads are
+//!   totally ordered by revision.
+//! - A cursor `r` means "I have seen everything up to `r`". With oldest retained
+//!   revision `a` and latest `z`: `r > z` is [`ReadError::Future`]; `r < a - 1` is
+//!   [`ReadError::Gap`]; otherwise the entries with revision `> r` are readable,
+//!   oldest first, at most `limit` per read. Retaining 101..=132, cursor 100 reads
+//!   all 32 entries and cursor 99 gets `Gap { after: 99, oldest: 101 }`.
+//! - Checks run in this order: `Future`/`Gap`, then entries, then (nothing past
+//!   the cursor) `Closed` if closed, else `Empty` ([`Buffer::try_read`]), a wait
+//!   ([`Buffer::read`]) or `Timeout` ([`Buffer::read_timeout`]).
+//! - Every entry is the reader's own clone: no reader can change what another
+//!   sees.
+//! - Snapshot then subscribe loses nothing: [`Buffer::latest`] (or `tail`) then
+//!   [`Buffer::reader_at`] reads every revision published in between, or reports
+//!   `Gap` if it was evicted meanwhile.
+//! - `limit == 0` panics in every read form: it would ask for nothing and could
+//!   never make progress.
+//!
+//! ```
+//! use keybus::broadcast::Buffer;
+//!
+//! let buf = Buffer::new(8);
+//! buf.append(10).unwrap();
+//! // Snapshot, then subscribe from the snapshot's revision.
+//! let snapshot = buf.latest().unwrap();
+//! buf.append(20).unwrap(); // published in between: not lost
+//! let mut reader = buf.reader_at(snapshot.revision);
+//! assert_eq!(reader.try_next().unwrap().value, 20);
+//!
+//! // Unchanged state does not make a new revision.
+//! assert_eq!(buf.append_if_changed(20).unwrap(), 2);
+//! assert_eq!(buf.append_if_changed(30).unwrap(), 3);
+//! ```
+//!
+//! # Gaps
+//!
+//! A reader is never blocked and never blocks the writer, so a slow reader can be
+//! lapped. A read that finds its cursor behind retention (or finds the slot it is
+//! copying rewritten under it) answers `Gap { after, oldest }`, where `oldest` is
+//! the oldest revision retained at that moment. It never returns a torn value or a
+//! value under the wrong revision. A [`Reader`] reports a gap once and moves its
+//! cursor to `oldest - 1`, so its next call resumes with the oldest retained
+//! entry. A multi-entry read that races an eviction may end early, at the first
+//! overwritten revision; its entries are still exactly revisions `after + 1 ..`,
+//! and the next read from its last revision reports the gap.
+//!
+//! ```
+//! use keybus::broadcast::{Buffer, ReadError};
+//!
+//! let buf = Buffer::new(32);
+//! for i in 1..=132u64 {
+//!     buf.append(i).unwrap();
+//! }
+//! // Retained: 101..=132. Cursor 100 still reads everything...
+//! assert_eq!(buf.try_read(100, 64).unwrap().len(), 32);
+//! // ...cursor 99 lost revision 100.
+//! assert_eq!(buf.validate(99), Err(ReadError::Gap { after: 99, oldest: 101 }));
+//!
+//! let mut reader = buf.reader_at(99);
+//! assert_eq!(reader.next(), Err(ReadError::Gap { after: 99, oldest: 101 }));
+//! assert_eq!(reader.cursor(), 100); // reported once, then resume
+//! assert_eq!(reader.next().unwrap().revision, 101);
+//! ```
+//!
+//! # Closing
+//!
+//! [`Buffer::close`] is idempotent and closes the one ring behind every handle.
+//! Appends after it fail with [`AppendError`], which hands the value back. Readers
+//! still get every retained entry past their cursor, then [`ReadError::Closed`];
+//! blocked and async readers are woken. Dropping handles does not close: a buffer
+//! lives while any `Buffer` or `Reader` handle does.
+//!
+//! ```
+//! use keybus::broadcast::{AppendError, Buffer, ReadError};
+//! use std::thread;
+//!
+//! let buf = Buffer::new(4);
+//! let waiter = {
+//!     let buf = buf.clone();
+//!     thread::spawn(move || futures::executor::block_on(buf.read_async(0, 8)))
+//! };
+//! buf.append("last words".to_string()).unwrap();
+//! buf.close();
+//! assert_eq!(buf.append("too late".to_string()), Err(AppendError("too late".to_string())));
+//! // The waiter gets the retained entry (or, had it looked after close, still
+//! // the entry: Closed comes only once nothing is left past its cursor).
+//! assert_eq!(waiter.join().unwrap().unwrap()[0].value, "last words");
+//! assert_eq!(buf.try_read(1, 8), Err(ReadError::Closed));
+//! ```
+//!
+//! # Thread safety
+//!
+//! `Buffer<T>` is a cheap `Clone` handle, `Send + Sync`; `Reader<T>` is `Send`.
+//! Reads take no lock: each checks the committed tail and then each slot's
+//! sequence stamp around its copy (a seqlock). Appends serialize on a small writer
+//! lock that readers never touch, so an append waits only for another append,
+//! never for a reader. `T::clone` runs with no lock held; `T::eq`
+//! ([`Buffer::append_if_changed`]) runs under the writer lock; a replaced value is
+//! dropped after the lock is released.
+//!
+//! # Memory
+//!
+//! `capacity + 1` slots, each a sequence stamp and an `arc-swap` cell holding one
+//! `Arc<T>`, plus one spare `Arc` kept for reuse: at most `capacity + 2` values
+//! live in the ring (the extra slot holds the just-evicted revision, so an append
+//! in progress never disturbs a retained one). Readers cost nothing in the buffer
+//! (a `Reader` is a handle and a `u64`); a value a reader is cloning stays alive
+//! until its clone is done.
+//!
+//! # Performance
+//!
+//! - `append`: one uncontended lock, three stores, one `arc-swap` swap (which
+//!   visits `arc-swap`'s per-thread debt lists, paying, never waiting for,
+//!   readers' debts), and a wake-up check (one `SeqCst` fence; the listener list
+//!   only when someone is parked). Once the ring is full it allocates nothing
+//!   (measured in `tests/broadcast_alloc.rs`): the `Arc` the previous append
+//!   swapped out is reused unless a reader still holds it.
+//! - `try_read`: two atomic loads, then per entry two stamp loads, an `arc-swap`
+//!   load and one `T::clone`. `latest` is one entry; `retained` is up to
+//!   `capacity` entries. Nothing waits.
+//! - `read`, `next` and their timeout/async forms park only when nothing is past
+//!   the cursor; every append wakes the parked readers of its buffer.
+//!
+//! # What the loom models check, and what they cannot
+//!
+//! `loom-tests/tests/broadcast.rs` explores every interleaving (to a preemption
+//! bound) of: a read against an overwrite of the same slot, the `a - 1` boundary
+//! while an append evicts, close against a draining read, park against wake, and
+//! two concurrent appenders. Under loom the stamps, tail, close flag, writer lock
+//! and wake-ups are loom's, so the stamp protocol and its orderings on those are
+//! checked. `arc-swap` is not loom-instrumented, so the value cell is modelled by a
+//! loom mutex around the `Arc` (`crate::sync::SlotCell`); that stand-in
+//! synchronizes more strongly than `arc-swap`, so loom cannot find a bug that needs
+//! `arc-swap`'s weaker per-pointer ordering (the argument for it is written out in
+//! the slot module), nor check `arc-swap`'s own protocol or the `Arc` reuse test.
+//! Miri runs the unit tests over the real `arc-swap` paths.
+//!
+//! The one-mutex twin is [`crate::baseline::broadcast`]; both pass one conformance
+//! suite.
+
+pub(crate) mod generation;
+mod reader;
+mod ring;
+mod slot;
+mod stamp;
+// Unit tests run outside loom: a loom primitive outside `loom::model` panics.
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use crate::{AppendError, Entry, ReadError};
+pub use reader::Reader;
+
+use crate::sync::Arc;
+use crate::wait::{block, WaitFuture};
+use ring::Ring;
+use std::fmt;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// A bounded history of revisions of one stream; a cheap `Clone` handle to one
+/// shared ring.
+///
+/// See the [module documentation](self) for the rules.
+pub struct Buffer<T> {
+    ring: Arc<Ring<T>>,
+}
+
+impl<T> Clone for Buffer<T> {
+    fn clone(&self) -> Self {
+        Buffer {
+            ring: self.ring.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.ring.fmt(f)
+    }
+}
+
+fn assert_limit(limit: usize) {
+    assert!(limit > 0, "broadcast read limit must be at least 1");
+}
+
+impl<T: Clone + Send + Sync + 'static> Buffer<T> {
+    /// A buffer retaining the last `capacity` revisions, with a fresh
+    /// [`generation`](Self::generation).
+    ///
+    /// # Panics
+    ///
+    /// If `capacity == 0`.
+    pub fn new(capacity: usize) -> Self {
+        Buffer {
+            ring: Arc::new(Ring::new(capacity)),
+        }
+    }
+
+    /// How many revisions the buffer retains.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
+    /// Appends `value` as the next revision and returns that revision, evicting
+    /// the oldest one once the buffer holds `capacity`. Wakes every waiting reader.
+    ///
+    /// Never waits for a reader; waits only for a concurrent append. Errors with
+    /// the value handed back once the buffer is closed.
+    pub fn append(&self, value: T) -> Result<u64, AppendError<T>> {
+        self.ring.append(value)
+    }
+
+    /// Like [`append`](Self::append), unless `value` equals the latest value: then
+    /// nothing is appended and the current tail is returned. `T::eq` runs under the
+    /// writer lock (a panic in it leaves the buffer unchanged and usable).
+    pub fn append_if_changed(&self, value: T) -> Result<u64, AppendError<T>>
+    where
+        T: PartialEq,
+    {
+        self.ring.append_if_changed(value)
+    }
+
+    /// The latest revision, 0 before the first append. Never blocks.
+    pub fn tail(&self) -> u64 {
+        self.ring.tail()
+    }
+
+    /// Whether reading after `after` would be in range now: `Ok`, or
+    /// [`ReadError::Gap`] / [`ReadError::Future`]. Never blocks.
+    pub fn validate(&self, after: u64) -> Result<(), ReadError> {
+        self.ring.validate(after)
+    }
+
+    /// A copy of the latest entry, `None` before the first append. Never blocks.
+    pub fn latest(&self) -> Option<Entry<T>> {
+        self.ring.latest()
+    }
+
+    /// A copy of every retained entry, oldest first. Makes no continuity claim:
+    /// entries evicted while it copies are left out. Never blocks.
+    pub fn retained(&self) -> Vec<Entry<T>> {
+        self.ring.retained()
+    }
+
+    /// Up to `limit` entries after `after`, oldest first, without waiting.
+    ///
+    /// Errors: `Future`, `Gap`, then `Closed` (closed and nothing past `after`) or
+    /// `Empty` (nothing past `after` yet).
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        assert_limit(limit);
+        self.attempt(after, limit).unwrap_or(Err(ReadError::Empty))
+    }
+
+    /// Like [`try_read`](Self::try_read), but blocks until at least one entry is
+    /// past `after` or the buffer closes (never answers `Empty`).
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        assert_limit(limit);
+        block(&self.ring.notify, None, || self.attempt(after, limit))
+            .expect("no deadline: never times out")
+    }
+
+    /// Like [`read`](Self::read), but gives up with [`ReadError::Timeout`] after
+    /// `timeout`. An answer ready at the deadline (entries, `Closed`, `Gap`…) wins
+    /// over the timeout, so a zero timeout works like `try_read` with `Timeout` for
+    /// `Empty`.
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn read_timeout(
+        &self,
+        after: u64,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Entry<T>>, ReadError> {
+        assert_limit(limit);
+        let deadline = Instant::now().checked_add(timeout);
+        block(&self.ring.notify, deadline, || self.attempt(after, limit))
+            .unwrap_or(Err(ReadError::Timeout))
+    }
+
+    /// The async form of [`read`](Self::read): runtime-agnostic and `Send`.
+    /// Reading consumes nothing, so dropping the future is always harmless.
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0` (when called, not when polled).
+    pub fn read_async(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
+        assert_limit(limit);
+        WaitFuture::new(&self.ring.notify, move || self.attempt(after, limit))
+    }
+
+    /// A reader whose cursor is the current tail: it sees only revisions appended
+    /// from now on.
+    pub fn reader(&self) -> Reader<T> {
+        Reader::new(self.ring.clone(), self.tail())
+    }
+
+    /// A reader resuming after `after` (a cursor saved from this buffer, or a
+    /// revision from [`latest`](Self::latest) / [`tail`](Self::tail)). Range
+    /// problems are reported by its first read, not here.
+    pub fn reader_at(&self, after: u64) -> Reader<T> {
+        Reader::new(self.ring.clone(), after)
+    }
+
+    /// Closes the buffer for appends; idempotent. Readers drain what is retained
+    /// past their cursors, then get [`ReadError::Closed`]. Wakes every waiting
+    /// reader. Waits only for a concurrent append.
+    pub fn close(&self) {
+        self.ring.close();
+    }
+
+    /// Whether [`close`](Self::close) was called on any handle.
+    pub fn is_closed(&self) -> bool {
+        self.ring.is_closed()
+    }
+
+    /// An id of this buffer instance, unique within the process (and random across
+    /// processes). Revisions and cursors are only meaningful together with it.
+    pub fn generation(&self) -> u64 {
+        self.ring.generation()
+    }
+
+    fn attempt(&self, after: u64, limit: usize) -> Option<Result<Vec<Entry<T>>, ReadError>> {
+        let mut out = Vec::new();
+        let answer = self.ring.read_with(after, limit, |entry| out.push(entry))?;
+        Some(answer.map(|_| out))
+    }
+}
