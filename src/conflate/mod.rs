@@ -325,3 +325,6 @@ impl<K, V> fmt::Debug for ReceiverBuilder<K, V> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,103 @@
+//! Unit tests of the lock-free conflate internals, small enough for miri (which
+//! checks the crates underneath too: arc-swap, hashbrown, event-listener).
+
+use super::Hub;
+use crate::TryRecvError;
+use std::thread;
+
+#[test]
+fn coalesce_pop_and_cut_single_thread() {
+    let hub: Hub<u32, u32> = Hub::with_merge(|a, b| Some(a + b));
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    for k in [1, 2, 1, 3, 2, 1] {
+        tx.send(k, 1).unwrap();
+    }
+    assert_eq!(rx.len(), 3);
+    let head = rx.peek().unwrap();
+    assert_eq!((head.key, head.value, head.sends), (1, 3, 3));
+    let first = rx.try_recv().unwrap();
+    assert_eq!(first, head);
+    let rest: Vec<_> = rx
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(rest, vec![2, 3]);
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+}
+
+#[test]
+fn annihilation_unlinks_from_shared_and_private_lists() {
+    let hub: Hub<u32, i32> = Hub::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    tx.send(1, 1).unwrap();
+    tx.send(2, 1).unwrap();
+    tx.send(3, 1).unwrap();
+    // Move the tickets into the private list, then annihilate the middle one.
+    assert_eq!(rx.try_recv().unwrap().key, 1);
+    tx.send(2, -1).unwrap();
+    assert_eq!(rx.len(), 1);
+    // Annihilate a key still in the shared list.
+    tx.send(4, 1).unwrap();
+    tx.send(4, -1).unwrap();
+    assert_eq!(rx.len(), 1);
+    let keys: Vec<_> = rx.try_iter().map(|e| e.key).collect();
+    assert_eq!(keys, vec![3]);
+}
+
+#[test]
+fn two_threads_conserve_sends() {
+    let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
+    let mut rx = hub.receiver();
+    let tx = hub.sender();
+    drop(hub);
+    let sender = thread::spawn(move || {
+        for i in 0..200u64 {
+            tx.send((i % 5) as u32, 1).unwrap();
+        }
+    });
+    let (mut sum, mut sends) = (0, 0);
+    let mut cut = false;
+    loop {
+        cut = !cut;
+        let got = if cut {
+            rx.try_recv_all()
+        } else {
+            rx.try_recv().map(|e| vec![e])
+        };
+        match got {
+            Ok(batch) => {
+                for e in batch {
+                    sum += e.value;
+                    sends += e.sends;
+                }
+            }
+            Err(TryRecvError::Empty) => thread::yield_now(),
+            Err(TryRecvError::Closed) => break,
+        }
+    }
+    sender.join().unwrap();
+    assert_eq!((sum, sends), (200, 200));
+}
+
+#[test]
+fn hard_close_during_sends_frees_everything() {
+    let token = std::sync::Arc::new(());
+    let hub: Hub<u32, std::sync::Arc<()>> = Hub::new();
+    let mut rx = hub.receiver();
+    let tx = hub.sender();
+    let t = token.clone();
+    let sender = thread::spawn(move || {
+        for k in 0..100 {
+            let _ = tx.send(k, t.clone());
+        }
+    });
+    hub.close();
+    sender.join().unwrap();
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+    drop((rx, hub));
+    assert_eq!(std::sync::Arc::strong_count(&token), 1);
+}
