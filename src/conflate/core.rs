@@ -156,6 +156,10 @@ pub(crate) struct RxCore<K, V> {
     /// Read by every send; written only by a cut or a close.
     epoch: AtomicU64,
     closed: AtomicBool,
+    /// Set (after the hub's state word) when the send side closes, so an idle
+    /// consumer polls this read-mostly line instead of the state word every send
+    /// writes.
+    tx_closed: AtomicBool,
     pub(crate) notify: Notify,
 }
 
@@ -180,6 +184,7 @@ impl<K, V> RxCore<K, V> {
             }),
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            tx_closed: AtomicBool::new(false),
             notify: Notify::new(),
         }
     }
@@ -202,6 +207,18 @@ impl<K, V> RxCore<K, V> {
         // Acquire pairs with the Release in `close`: whoever sees the flag also sees
         // the hub-side state that led to it.
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether the send side closed. Acquire pairs with the Release in
+    /// `mark_tx_closed`.
+    pub(crate) fn tx_closed(&self) -> bool {
+        self.tx_closed.load(Ordering::Acquire)
+    }
+
+    /// Tells the consumer the send side closed, and wakes it.
+    pub(crate) fn mark_tx_closed(&self) {
+        self.tx_closed.store(true, Ordering::Release);
+        self.notify.notify(usize::MAX);
     }
 
     /// Marks the receiver closed; `true` the first time.

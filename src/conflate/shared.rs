@@ -63,10 +63,13 @@ impl<K, V> Shared<K, V> {
         f(&self.receivers.load())
     }
 
-    /// Adds a receiver, unless the hub is closed (then it is born closed).
+    /// Adds a receiver, unless the hub or the send side is closed (then it is
+    /// born closed: nothing could ever reach it).
     pub(crate) fn register(&self, core: &Arc<RxCore<K, V>>) {
         let w = lock(&self.writer);
-        if w.closed {
+        // Under the writer lock: `close_tx` marks every registered receiver under
+        // it too, so a receiver either is born closed or gets marked.
+        if w.closed || self.state.load().tx_closed() {
             core.close();
             return;
         }
@@ -100,7 +103,10 @@ impl<K, V> Shared<K, V> {
 
     pub(crate) fn close_tx(&self) {
         self.state.close_tx();
-        self.wake_all();
+        let _w = lock(&self.writer);
+        for core in self.receivers.load().iter() {
+            core.mark_tx_closed();
+        }
     }
 
     /// Hard close: the send side and every receiver, now; nothing drains.
