@@ -1,0 +1,101 @@
+//! Differential tests: the same random op sequences applied step by step to two
+//! implementations of one API, every result and every observable query compared.
+//!
+//! - `differential_conflate`: `keybus::conflate` against `keybus::baseline::conflate`.
+//! - `differential_broadcast`: `keybus::broadcast` against `keybus::baseline::broadcast`.
+//! - `*_model`: each against the reference model in `tests/common/*_model.rs`, the
+//!   tie-breaker when two implementations disagree.
+//!
+//! Sequences are generated from seeded RNGs, so every run is the same. On a
+//! mismatch the test shrinks the sequence, prints it with its seed, and fails.
+//!
+//! Knobs (environment):
+//! - `KEYBUS_DIFF_OPS`: total ops per test (default 100 000; scale up for soak runs).
+//! - `KEYBUS_DIFF_SEED`: run only the sequence with this seed (as printed on failure).
+
+mod common;
+
+use common::conflate_ops::{self, Baseline, Lockfree, Model};
+use common::harness::{self, Rng};
+use std::time::Instant;
+
+/// Ops per test unless `KEYBUS_DIFF_OPS` says otherwise.
+const DEFAULT_OPS: usize = 100_000;
+
+/// Runs sequences with seeds `base, base + 1, ...` until `total_ops` ops ran.
+///
+/// `generate` builds a sequence of about the given length from a seeded source;
+/// `check` runs it and describes a mismatch; `shrink` minimises a failing one.
+fn drive<S: std::fmt::Display>(
+    test: &str,
+    base_seed: u64,
+    total_ops: usize,
+    generate: impl Fn(&mut Rng, usize) -> S,
+    ops_in: impl Fn(&S) -> usize,
+    check: impl Fn(&S) -> Result<harness::Tally, String>,
+    shrink: impl Fn(&S, &dyn Fn(&S) -> bool) -> S,
+) {
+    harness::quiet_expected_panics();
+    let total_ops = harness::env_usize("KEYBUS_DIFF_OPS").unwrap_or(total_ops);
+    let only = harness::env_u64("KEYBUS_DIFF_SEED");
+    let started = Instant::now();
+    let (mut ran_ops, mut sequences) = (0, 0);
+    let mut tally = harness::Tally::new();
+    let mut seed = only.unwrap_or(base_seed);
+    while ran_ops < total_ops || (only.is_some() && sequences == 0) {
+        // A sequence's length comes from its own seed, so one seed replays alone.
+        let mut rng = Rng(fastrand::Rng::with_seed(seed));
+        let len = rng.0.usize(50..=300);
+        let scenario = generate(&mut rng, len);
+        match check(&scenario) {
+            Ok(t) => harness::merge_tally(&mut tally, t),
+            Err(report) => {
+                let small = shrink(&scenario, &|s| check(s).is_err());
+                let small_report = check(&small).expect_err("shrinking keeps a failure");
+                panic!(
+                    "{test}: mismatch with seed {seed:#x} after {sequences} clean sequences\n\
+                 {report}\n\n\
+                 shrunk to {} ops:\n{small_report}\n{small}\n\
+                 replay: KEYBUS_DIFF_SEED={seed:#x} cargo test --test differential {test}",
+                    ops_in(&small),
+                );
+            }
+        }
+        ran_ops += ops_in(&scenario);
+        sequences += 1;
+        if only.is_some() {
+            break;
+        }
+        seed = seed.wrapping_add(1);
+    }
+    eprintln!(
+        "{test}: {ran_ops} ops in {sequences} sequences, {:.2?}\n  outcomes: {tally:?}",
+        started.elapsed()
+    );
+}
+
+fn conflate_pair<A, B>(test: &str, base_seed: u64, total_ops: usize)
+where
+    A: conflate_ops::ConflateImpl,
+    B: conflate_ops::ConflateImpl,
+{
+    drive(
+        test,
+        base_seed,
+        total_ops,
+        conflate_ops::Scenario::generate,
+        |s| s.ops.len(),
+        conflate_ops::check::<A, B>,
+        |s, fails| s.shrink(fails),
+    );
+}
+
+#[test]
+fn differential_conflate() {
+    conflate_pair::<Lockfree, Baseline>("differential_conflate", 0xC0F1_A7E0, DEFAULT_OPS);
+}
+
+#[test]
+fn differential_conflate_model() {
+    conflate_pair::<Lockfree, Model>("differential_conflate_model", 0x40DE_1C0F, DEFAULT_OPS);
+}
