@@ -15,8 +15,8 @@
 
 mod common;
 
-use common::conflate_ops::{self, Baseline, Lockfree, Model};
 use common::harness::{self, Rng};
+use common::{broadcast_ops, conflate_ops};
 use std::time::Instant;
 
 /// Ops per test unless `KEYBUS_DIFF_OPS` says otherwise.
@@ -90,12 +90,42 @@ where
     );
 }
 
+fn broadcast_pair<A, B>(test: &str, base_seed: u64, total_ops: usize)
+where
+    A: broadcast_ops::BroadcastImpl,
+    B: broadcast_ops::BroadcastImpl,
+{
+    drive(
+        test,
+        base_seed,
+        total_ops,
+        broadcast_ops::Scenario::generate,
+        |s| s.ops.len(),
+        broadcast_ops::check::<A, B>,
+        |s, fails| s.shrink(fails),
+    );
+}
+
 #[test]
 fn differential_conflate() {
+    use conflate_ops::{Baseline, Lockfree};
     conflate_pair::<Lockfree, Baseline>("differential_conflate", 0xC0F1_A7E0, DEFAULT_OPS);
 }
 
 #[test]
 fn differential_conflate_model() {
+    use conflate_ops::{Lockfree, Model};
     conflate_pair::<Lockfree, Model>("differential_conflate_model", 0x40DE_1C0F, DEFAULT_OPS);
+}
+
+#[test]
+fn differential_broadcast() {
+    use broadcast_ops::{Baseline, Lockfree};
+    broadcast_pair::<Lockfree, Baseline>("differential_broadcast", 0xB0AD_CA57, DEFAULT_OPS);
+}
+
+#[test]
+fn differential_broadcast_model() {
+    use broadcast_ops::{Lockfree, Model};
+    broadcast_pair::<Lockfree, Model>("differential_broadcast_model", 0x40DE_1B0A, DEFAULT_OPS);
 }

@@ -8,9 +8,10 @@
 //! modules (minus the blocking and async forms, which single-threaded sequences
 //! cannot exercise), so `conflate_impl!` adapts it like any other.
 
-use keybus::{RecvTimeoutError, SendError, TryRecvError};
+use keybus::{RecvError, RecvTimeoutError, SendError, TryRecvError};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -386,6 +387,19 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
             Ready::Closed => Err(RecvTimeoutError::Closed),
             Ready::Empty => Err(RecvTimeoutError::Timeout),
             Ready::Value => Ok(self.pop()),
+        }
+    }
+
+    /// Ready at once unless nothing is pending; then pending forever (no other
+    /// thread can send while a single-threaded sequence polls).
+    pub fn recv_async(&mut self) -> impl Future<Output = Result<Event<K, V>, RecvError>> + '_ {
+        let now = self.try_recv();
+        async move {
+            match now {
+                Err(TryRecvError::Empty) => std::future::pending().await,
+                Err(TryRecvError::Closed) => Err(RecvError),
+                Ok(event) => Ok(event),
+            }
         }
     }
 

@@ -11,7 +11,7 @@
 //! handle's non-consuming queries (`len`, `is_empty`, `is_closed`).
 
 use super::harness::{self, pick, Source, Tally, UserPanic};
-use keybus::{RecvTimeoutError, TryRecvError};
+use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::fmt;
 use std::time::Duration;
 
@@ -152,6 +152,10 @@ pub enum Op {
     TryIter {
         rx: u8,
     },
+    /// `recv_async()` polled once, then dropped (a pending one must consume nothing).
+    RecvAsyncOnce {
+        rx: u8,
+    },
     Len {
         rx: u8,
     },
@@ -242,7 +246,7 @@ impl Op {
     /// Decodes one op. The weights keep most sequences alive (closes are rare) and
     /// busy (sends dominate, receives close behind).
     pub fn generate(src: &mut impl Source) -> Op {
-        const WEIGHTS: [u32; 23] = [
+        const WEIGHTS: [u32; 24] = [
             300, // Send
             70,  // TryRecv
             35,  // TryRecvAll
@@ -266,6 +270,7 @@ impl Op {
             3,   // HubIsClosed
             2,   // DropAllHandles
             12,  // Restart
+            20,  // RecvAsyncOnce
         ];
         let slot = |src: &mut _| Source::byte(src);
         match src.weighted(&WEIGHTS) {
@@ -295,10 +300,11 @@ impl Op {
             19 => Op::HubClose,
             20 => Op::HubIsClosed,
             21 => Op::DropAllHandles,
-            _ => Op::Restart {
+            22 => Op::Restart {
                 hub_merge: gen_merge(src),
                 receiver: gen_rx_spec(src),
             },
+            _ => Op::RecvAsyncOnce { rx: slot(src) },
         }
     }
 }
@@ -341,6 +347,8 @@ pub enum Outcome {
     RecvTimeout(Result<Ev, RecvTimeoutError>),
     All(Result<Vec<Ev>, TryRecvError>),
     Events(Vec<Ev>),
+    /// `None`: the future was pending when polled once.
+    Async(Option<Result<Ev, RecvError>>),
     Usize(usize),
     Bool(bool),
 }
@@ -366,6 +374,9 @@ impl Outcome {
             Outcome::All(Err(TryRecvError::Closed)) => "recv_all closed",
             Outcome::Events(v) if v.is_empty() => "try_iter none",
             Outcome::Events(_) => "try_iter some",
+            Outcome::Async(None) => "recv_async pending",
+            Outcome::Async(Some(Ok(_))) => "recv_async value",
+            Outcome::Async(Some(Err(_))) => "recv_async closed",
             Outcome::Usize(_) => "len",
             Outcome::Bool(_) => "bool query",
         }
@@ -405,6 +416,8 @@ pub trait ConflateImpl {
     fn peek(rx: &mut Self::Receiver) -> Result<Ev, TryRecvError>;
     fn recv_timeout(rx: &mut Self::Receiver, timeout: Duration) -> Result<Ev, RecvTimeoutError>;
     fn try_iter(rx: &mut Self::Receiver) -> Vec<Ev>;
+    /// `recv_async()` polled once, then dropped.
+    fn recv_async_once(rx: &mut Self::Receiver) -> Option<Result<Ev, RecvError>>;
     fn close(rx: &Self::Receiver);
     fn is_closed(rx: &Self::Receiver) -> bool;
     fn len(rx: &Self::Receiver) -> usize;
@@ -498,6 +511,10 @@ macro_rules! conflate_impl {
                     .map(|e| Ev { key: e.key, value: e.value, sends: e.sends })
                     .collect()
             }
+            fn recv_async_once(rx: &mut Self::Receiver) -> Option<Result<Ev, RecvError>> {
+                harness::poll_once(rx.recv_async())
+                    .map(|r| r.map(|e| Ev { key: e.key, value: e.value, sends: e.sends }))
+            }
             fn close(rx: &Self::Receiver) {
                 rx.close()
             }
@@ -573,6 +590,9 @@ impl<I: ConflateImpl> World<I> {
             Op::TryIter { rx } => self
                 .rx(rx)
                 .map_or(Skipped, |r| Outcome::Events(I::try_iter(r))),
+            Op::RecvAsyncOnce { rx } => self
+                .rx(rx)
+                .map_or(Skipped, |r| Outcome::Async(I::recv_async_once(r))),
             Op::Len { rx } => self.rx(rx).map_or(Skipped, |r| Usize(I::len(r))),
             Op::IsEmpty { rx } => self.rx(rx).map_or(Skipped, |r| Bool(I::is_empty(r))),
             Op::IsClosed { rx } => self.rx(rx).map_or(Skipped, |r| Bool(I::is_closed(r))),
@@ -697,8 +717,10 @@ impl<I: ConflateImpl> World<I> {
 /// The first difference between two implementations on one sequence.
 #[derive(Debug, Clone)]
 pub struct Mismatch {
-    /// Index into the sequence's ops; past the end for epilogue steps.
+    /// Index into the sequence's ops, or into the epilogue.
     pub step: usize,
+    /// Whether `step` is in the epilogue the runner appends to every sequence.
+    pub epilogue: bool,
     pub op: Op,
     /// What differed: the op's result, the snapshot after it, or a panic.
     pub what: &'static str,
@@ -710,8 +732,13 @@ impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} differs at step {} ({:?}):\n  a: {}\n  b: {}",
-            self.what, self.step, self.op, self.a, self.b
+            "{} differs at {} step {} ({:?}):\n  a: {}\n  b: {}",
+            self.what,
+            if self.epilogue { "epilogue" } else { "op" },
+            self.step,
+            self.op,
+            self.a,
+            self.b
         )
     }
 }
@@ -748,9 +775,10 @@ pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tall
     let mut a = World::<A>::new(scenario.hub_merge);
     let mut b = World::<B>::new(scenario.hub_merge);
     let mut tally = Tally::new();
-    let mut step = |i: usize, op: &Op, a: &mut World<A>, b: &mut World<B>| {
+    let mut step = |(i, epilogue): (usize, bool), op: &Op, a: &mut World<A>, b: &mut World<B>| {
         let mismatch = |what, x: String, y: String| Mismatch {
             step: i,
+            epilogue,
             op: op.clone(),
             what,
             a: x,
@@ -778,11 +806,10 @@ pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tall
         Ok(())
     };
     for (i, op) in scenario.ops.iter().enumerate() {
-        step(i, op, &mut a, &mut b)?;
+        step((i, false), op, &mut a, &mut b)?;
     }
-    let len = scenario.ops.len();
     for (i, op) in a.epilogue().iter().enumerate() {
-        step(len + i, op, &mut a, &mut b)?;
+        step((i, true), op, &mut a, &mut b)?;
     }
     Ok(tally)
 }

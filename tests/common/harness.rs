@@ -10,8 +10,10 @@
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Once;
+use std::sync::{Arc, Once};
+use std::task::{Context, Poll, Wake, Waker};
 
 /// Where generated ops take their choices from.
 pub trait Source {
@@ -201,4 +203,21 @@ pub fn env_u64(name: &str) -> Option<u64> {
         None => s.parse(),
     };
     Some(parsed.unwrap_or_else(|_| panic!("{name}={raw:?} is not a number")))
+}
+
+/// Polls `future` once with a waker that does nothing, then drops it: `Some` if it
+/// was ready. Single-threaded sequences use it to compare the async receive forms,
+/// and dropping a pending future checks that it consumed nothing.
+pub fn poll_once<F: Future>(future: F) -> Option<F::Output> {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = Waker::from(Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    }
 }

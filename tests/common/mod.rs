@@ -4,5 +4,6 @@
 // Each test binary and fuzz target uses a different subset of these modules.
 #![allow(dead_code)]
 
+pub mod broadcast_ops;
 pub mod conflate_ops;
 pub mod harness;
