@@ -684,7 +684,7 @@ impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} differs at {} step {} ({:?}):\n  a: {}\n  b: {}",
+            "{} at {} step {} ({:?}):\n  a: {}\n  b: {}",
             self.what,
             if self.epilogue { "epilogue" } else { "op" },
             self.step,
@@ -716,7 +716,11 @@ pub fn run<A: BroadcastImpl, B: BroadcastImpl>(scenario: &Scenario) -> Result<Ta
         match (ra, rb) {
             (Ok(ra), Ok(rb)) if ra == rb => *tally.entry(ra.label()).or_default() += 1,
             (Ok(ra), Ok(rb)) => {
-                return Err(mismatch("result", format!("{ra:?}"), format!("{rb:?}")))
+                return Err(mismatch(
+                    "result differs",
+                    format!("{ra:?}"),
+                    format!("{rb:?}"),
+                ))
             }
             (ra, rb) => {
                 return Err(mismatch(
@@ -728,7 +732,11 @@ pub fn run<A: BroadcastImpl, B: BroadcastImpl>(scenario: &Scenario) -> Result<Ta
         }
         let (sa, sb) = (a.snapshot(), b.snapshot());
         if sa != sb {
-            return Err(mismatch("snapshot", format!("{sa:?}"), format!("{sb:?}")));
+            return Err(mismatch(
+                "snapshot differs",
+                format!("{sa:?}"),
+                format!("{sb:?}"),
+            ));
         }
         Ok(())
     };

@@ -9,10 +9,15 @@
 //! `#[non_exhaustive]` and a reference model cannot build one), then compared with
 //! `==` after every op, together with a [`snapshot`](World::snapshot) of every
 //! handle's non-consuming queries (`len`, `is_empty`, `is_closed`).
+//!
+//! Values carry a per-sequence `Arc` token, so each side is also checked on its own
+//! after every op: the values it keeps alive are exactly its pending slots (a closed
+//! or dropped receiver's values are gone at once), and nothing outlives the handles.
 
 use super::harness::{self, pick, Source, Tally, UserPanic};
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[path = "conflate_model.rs"]
@@ -20,14 +25,23 @@ pub mod model;
 
 /// Keys are drawn from `0..KEYS`: small enough that sends coalesce often.
 pub type K = u8;
-/// Values are drawn from `-2..=8`, so the sentinels below come up often.
-pub type V = i64;
+/// The number a value carries; drawn from `-2..=8`, so the sentinels below come up
+/// often.
+pub type N = i64;
+
+/// The value type sent through the bus: a number plus a token that counts how many
+/// values an implementation keeps alive.
+#[derive(Debug, Clone)]
+pub struct V {
+    pub n: N,
+    life: Arc<()>,
+}
 
 pub const KEYS: u8 = 6;
 /// An annihilating merge returns `None` when the incoming value is this.
-pub const ANNIHILATE: V = 0;
+pub const ANNIHILATE: N = 0;
 /// A panicking merge panics when the incoming value is this.
-pub const BOOM: V = 7;
+pub const BOOM: N = 7;
 /// A panicking key filter panics for this key.
 pub const BOOM_KEY: K = 5;
 
@@ -63,14 +77,20 @@ impl MergeFn {
     pub fn apply(self, prev: V, next: V) -> Option<V> {
         match self {
             MergeFn::NewerWins => Some(next),
-            MergeFn::Sum => Some(prev.saturating_add(next)),
+            MergeFn::Sum => Some(V {
+                n: prev.n.saturating_add(next.n),
+                ..next
+            }),
             MergeFn::KeepOlder => Some(prev),
-            MergeFn::Annihilate => (next != ANNIHILATE).then_some(next),
+            MergeFn::Annihilate => (next.n != ANNIHILATE).then_some(next),
             MergeFn::Panicky => {
-                if next == BOOM {
+                if next.n == BOOM {
                     std::panic::panic_any(UserPanic("merge"));
                 }
-                Some(prev.saturating_add(next))
+                Some(V {
+                    n: prev.n.saturating_add(next.n),
+                    ..next
+                })
             }
         }
     }
@@ -133,7 +153,7 @@ pub enum Op {
     Send {
         tx: u8,
         key: K,
-        value: V,
+        value: N,
     },
     TryRecv {
         rx: u8,
@@ -214,8 +234,8 @@ fn gen_key(src: &mut impl Source) -> K {
     src.below(u32::from(KEYS)) as K
 }
 
-fn gen_value(src: &mut impl Source) -> V {
-    V::from(src.below(11)) - 2
+fn gen_value(src: &mut impl Source) -> N {
+    N::from(src.below(11)) - 2
 }
 
 fn gen_merge(src: &mut impl Source) -> Option<MergeFn> {
@@ -329,7 +349,7 @@ impl Scenario {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ev {
     pub key: K,
-    pub value: V,
+    pub value: N,
     pub sends: u64,
 }
 
@@ -340,7 +360,7 @@ pub enum Outcome {
     Skipped,
     Done,
     /// `Err` carries the key and value handed back.
-    Send(Result<(), (K, V)>),
+    Send(Result<(), (K, N)>),
     /// The op panicked (only a send may: user code); the payload described.
     Panicked(String),
     Recv(Result<Ev, TryRecvError>),
@@ -407,7 +427,7 @@ pub trait ConflateImpl {
     fn hub_close(hub: &Self::Hub);
     fn hub_is_closed(hub: &Self::Hub) -> bool;
 
-    fn send(tx: &Self::Sender, key: K, value: V) -> Result<(), (K, V)>;
+    fn send(tx: &Self::Sender, key: K, value: V) -> Result<(), (K, N)>;
     fn sender_close(tx: &Self::Sender);
     fn sender_is_closed(tx: &Self::Sender) -> bool;
 
@@ -475,8 +495,8 @@ macro_rules! conflate_impl {
             fn hub_is_closed(hub: &Self::Hub) -> bool {
                 hub.is_closed()
             }
-            fn send(tx: &Self::Sender, key: K, value: V) -> Result<(), (K, V)> {
-                tx.send(key, value).map_err(|e| e.into_inner())
+            fn send(tx: &Self::Sender, key: K, value: V) -> Result<(), (K, N)> {
+                tx.send(key, value).map_err(|e| (e.key, e.value.n))
             }
             fn sender_close(tx: &Self::Sender) {
                 tx.close()
@@ -486,34 +506,34 @@ macro_rules! conflate_impl {
             }
             fn try_recv(rx: &mut Self::Receiver) -> Result<Ev, TryRecvError> {
                 rx.try_recv()
-                    .map(|e| Ev { key: e.key, value: e.value, sends: e.sends })
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
             }
             fn try_recv_all(rx: &mut Self::Receiver) -> Result<Vec<Ev>, TryRecvError> {
                 rx.try_recv_all().map(|all| {
                     all.into_iter()
-                        .map(|e| Ev { key: e.key, value: e.value, sends: e.sends })
+                        .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
                         .collect()
                 })
             }
             fn peek(rx: &mut Self::Receiver) -> Result<Ev, TryRecvError> {
                 rx.peek()
-                    .map(|e| Ev { key: e.key, value: e.value, sends: e.sends })
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
             }
             fn recv_timeout(
                 rx: &mut Self::Receiver,
                 timeout: Duration,
             ) -> Result<Ev, RecvTimeoutError> {
                 rx.recv_timeout(timeout)
-                    .map(|e| Ev { key: e.key, value: e.value, sends: e.sends })
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
             }
             fn try_iter(rx: &mut Self::Receiver) -> Vec<Ev> {
                 rx.try_iter()
-                    .map(|e| Ev { key: e.key, value: e.value, sends: e.sends })
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
                     .collect()
             }
             fn recv_async_once(rx: &mut Self::Receiver) -> Option<Result<Ev, RecvError>> {
                 harness::poll_once(rx.recv_async())
-                    .map(|r| r.map(|e| Ev { key: e.key, value: e.value, sends: e.sends }))
+                    .map(|r| r.map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends }))
             }
             fn close(rx: &Self::Receiver) {
                 rx.close()
@@ -542,6 +562,10 @@ pub struct World<I: ConflateImpl> {
     hubs: Vec<I::Hub>,
     senders: Vec<I::Sender>,
     receivers: Vec<I::Receiver>,
+    /// Cloned into every value sent: its count is the number of values alive.
+    life: Arc<()>,
+    /// Values that outlived the handles of hubs this world restarted away from.
+    leaked: usize,
 }
 
 impl<I: ConflateImpl> World<I> {
@@ -553,7 +577,34 @@ impl<I: ConflateImpl> World<I> {
             hubs: vec![hub],
             senders: vec![tx],
             receivers: Vec::new(),
+            life: Arc::new(()),
+            leaked: 0,
         }
+    }
+
+    /// Values alive minus pending slots: 0 when every value the implementation
+    /// holds is one a receiver will deliver (SPEC rules 3 and 7), and none
+    /// outlived an earlier hub's handles.
+    pub fn stray_values(&self) -> isize {
+        let alive = Arc::strong_count(&self.life) - 1 + self.leaked;
+        let pending: usize = self.receivers.iter().map(I::len).sum();
+        alive as isize - pending as isize
+    }
+
+    /// Drops every handle and receiver; returns how many values survived that,
+    /// here and in earlier restarts.
+    pub fn teardown(self) -> usize {
+        let World {
+            hubs,
+            senders,
+            receivers,
+            life,
+            leaked,
+        } = self;
+        drop(hubs);
+        drop(senders);
+        drop(receivers);
+        Arc::strong_count(&life) - 1 + leaked
     }
 
     fn rx(&mut self, index: u8) -> Option<&mut I::Receiver> {
@@ -572,10 +623,16 @@ impl<I: ConflateImpl> World<I> {
         match *op {
             Op::Send { tx, key, value } => match self.tx(tx) {
                 None => Skipped,
-                Some(tx) => match harness::catch(|| I::send(tx, key, value)) {
-                    Ok(result) => Outcome::Send(result),
-                    Err(panic) => Outcome::Panicked(panic),
-                },
+                Some(tx) => {
+                    let value = V {
+                        n: value,
+                        life: self.life.clone(),
+                    };
+                    match harness::catch(|| I::send(tx, key, value)) {
+                        Ok(result) => Outcome::Send(result),
+                        Err(panic) => Outcome::Panicked(panic),
+                    }
+                }
             },
             Op::TryRecv { rx } => self
                 .rx(rx)
@@ -679,9 +736,8 @@ impl<I: ConflateImpl> World<I> {
                 hub_merge,
                 ref receiver,
             } => {
-                // Receivers first: each drop deregisters from the old hub.
-                self.receivers.clear();
-                *self = World::new(hub_merge);
+                let old = std::mem::replace(self, World::new(hub_merge));
+                self.leaked = old.teardown();
                 let rx = I::receiver(&self.hubs[0], receiver);
                 self.receivers.push(rx);
                 Done
@@ -732,7 +788,7 @@ impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} differs at {} step {} ({:?}):\n  a: {}\n  b: {}",
+            "{} at {} step {} ({:?}):\n  a: {}\n  b: {}",
             self.what,
             if self.epilogue { "epilogue" } else { "op" },
             self.step,
@@ -789,7 +845,11 @@ pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tall
         match (ra, rb) {
             (Ok(ra), Ok(rb)) if ra == rb => *tally.entry(ra.label()).or_default() += 1,
             (Ok(ra), Ok(rb)) => {
-                return Err(mismatch("result", format!("{ra:?}"), format!("{rb:?}")))
+                return Err(mismatch(
+                    "result differs",
+                    format!("{ra:?}"),
+                    format!("{rb:?}"),
+                ))
             }
             (ra, rb) => {
                 return Err(mismatch(
@@ -801,7 +861,21 @@ pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tall
         }
         let (sa, sb) = (a.snapshot(), b.snapshot());
         if sa != sb {
-            return Err(mismatch("snapshot", format!("{sa:?}"), format!("{sb:?}")));
+            return Err(mismatch(
+                "snapshot differs",
+                format!("{sa:?}"),
+                format!("{sb:?}"),
+            ));
+        }
+        // Checked on each side alone: two implementations that agree can still
+        // both hold values they should have dropped.
+        let (xa, xb) = (a.stray_values(), b.stray_values());
+        if xa != 0 || xb != 0 {
+            return Err(mismatch(
+                "values alive beyond pending slots (alive - pending)",
+                format!("{xa}"),
+                format!("{xb}"),
+            ));
         }
         Ok(())
     };
@@ -810,6 +884,17 @@ pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tall
     }
     for (i, op) in a.epilogue().iter().enumerate() {
         step((i, true), op, &mut a, &mut b)?;
+    }
+    let (la, lb) = (a.teardown(), b.teardown());
+    if la != 0 || lb != 0 {
+        return Err(Mismatch {
+            step: 0,
+            epilogue: true,
+            op: Op::DropAllHandles,
+            what: "values alive after every handle was dropped",
+            a: format!("{la}"),
+            b: format!("{lb}"),
+        });
     }
     Ok(tally)
 }
