@@ -9,6 +9,10 @@
 //! Sequences are generated from seeded RNGs, so every run is the same. On a
 //! mismatch the test shrinks the sequence, prints it with its seed, and fails.
 //!
+//! `fuzz_corpus_replays` also runs every committed fuzz input (`fuzz/corpus/*`, and
+//! any crash artifact copied there) through the same pairs, so a fuzzer finding
+//! becomes a `cargo test` regression by adding its file.
+//!
 //! Knobs (environment):
 //! - `KEYBUS_DIFF_OPS`: total ops per test (default 100 000; scale up for soak runs).
 //! - `KEYBUS_DIFF_SEED`: run only the sequence with this seed (as printed on failure).
@@ -128,4 +132,64 @@ fn differential_broadcast() {
 fn differential_broadcast_model() {
     use broadcast_ops::{Lockfree, Model};
     broadcast_pair::<Lockfree, Model>("differential_broadcast_model", 0x40DE_1B0A, DEFAULT_OPS);
+}
+
+/// The committed inputs of one fuzz target, by file name.
+fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("readable corpus entry").path())
+        .filter(|path| path.is_file())
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).expect("readable corpus file"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn fuzz_corpus_replays() {
+    harness::quiet_expected_panics();
+    let verbose = std::env::var_os("KEYBUS_DIFF_PRINT").is_some();
+    for (name, data) in corpus("conflate_ops") {
+        let scenario = conflate_ops::Scenario::generate(
+            &mut harness::Bytes::new(&data),
+            harness::FUZZ_MAX_OPS,
+        );
+        if verbose {
+            eprintln!("conflate_ops/{name}:\n{scenario}");
+        }
+        use conflate_ops::{Baseline, Lockfree, Model};
+        for check in [
+            conflate_ops::check::<Lockfree, Baseline>,
+            conflate_ops::check::<Lockfree, Model>,
+        ] {
+            if let Err(report) = check(&scenario) {
+                panic!("fuzz/corpus/conflate_ops/{name}:\n{report}\n{scenario}");
+            }
+        }
+    }
+    for (name, data) in corpus("broadcast_ops") {
+        let scenario = broadcast_ops::Scenario::generate(
+            &mut harness::Bytes::new(&data),
+            harness::FUZZ_MAX_OPS,
+        );
+        if verbose {
+            eprintln!("broadcast_ops/{name}:\n{scenario}");
+        }
+        use broadcast_ops::{Baseline, Lockfree, Model};
+        for check in [
+            broadcast_ops::check::<Lockfree, Baseline>,
+            broadcast_ops::check::<Lockfree, Model>,
+        ] {
+            if let Err(report) = check(&scenario) {
+                panic!("fuzz/corpus/broadcast_ops/{name}:\n{report}\n{scenario}");
+            }
+        }
+    }
 }

@@ -46,6 +46,10 @@ pub trait Source {
     }
 }
 
+/// The most ops a fuzz input decodes to: long enough to reach deep states, short
+/// enough to keep executions fast. The corpus replay test uses the same bound.
+pub const FUZZ_MAX_OPS: usize = 1000;
+
 /// A fuzzer's input as a [`Source`]: zeros once it runs out, so decoding always
 /// terminates with a valid sequence.
 pub struct Bytes<'a> {
