@@ -149,6 +149,15 @@ impl<T: Clone + 'static> Buffer<T> {
         self.ring.borrow().read(after, limit, ReadError::Empty)
     }
 
+    /// Only callable where it would not block: a single thread cannot wait for an
+    /// append.
+    pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        match self.try_read(after, limit) {
+            Err(ReadError::Empty) => panic!("model: read would block forever"),
+            done => done,
+        }
+    }
+
     /// Nothing can arrive while a single thread waits: any timeout answers like a
     /// zero one.
     pub fn read_timeout(
@@ -220,6 +229,14 @@ impl<T: Clone + 'static> Reader<T> {
                 Err(ReadError::Gap { after, oldest })
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Only callable where it would not block (see [`Buffer::read`]).
+    pub fn next(&mut self) -> Result<Entry<T>, ReadError> {
+        match self.try_next() {
+            Err(ReadError::Empty) => panic!("model: next would block forever"),
+            done => done,
         }
     }
 

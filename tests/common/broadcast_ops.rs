@@ -80,6 +80,14 @@ pub enum Op {
         after: Cursor,
         limit: usize,
     },
+    /// The blocking `read`, called only where it cannot block: the cursor is not
+    /// the tail, or the buffer is closed (by its own `tail`/`is_closed`, which the
+    /// snapshot already compared).
+    ReadIfReady {
+        buf: u8,
+        after: Cursor,
+        limit: usize,
+    },
     Validate {
         buf: u8,
         after: Cursor,
@@ -105,6 +113,11 @@ pub enum Op {
     },
     /// `next_async()` polled once, then dropped.
     NextAsyncOnce {
+        reader: u8,
+    },
+    /// The blocking `next`, called only where it cannot block (as `ReadIfReady`;
+    /// skipped while no buffer handle is left to ask).
+    NextIfReady {
         reader: u8,
     },
     DropReader {
@@ -164,7 +177,7 @@ fn gen_limit(src: &mut impl Source) -> usize {
 impl Op {
     /// Decodes one op; appends and reads dominate, closes are rare.
     pub fn generate(src: &mut impl Source) -> Op {
-        const WEIGHTS: [u32; 20] = [
+        const WEIGHTS: [u32; 22] = [
             200, // Append
             60,  // AppendIfChanged
             120, // TryRead
@@ -185,6 +198,8 @@ impl Op {
             2,   // DropBuffer
             2,   // GenerationIsFresh
             8,   // Restart
+            20,  // ReadIfReady
+            20,  // NextIfReady
         ];
         let slot = |src: &mut _| Source::byte(src);
         match src.weighted(&WEIGHTS) {
@@ -231,9 +246,15 @@ impl Op {
             16 => Op::CloneBuffer { buf: slot(src) },
             17 => Op::DropBuffer { buf: slot(src) },
             18 => Op::GenerationIsFresh { buf: slot(src) },
-            _ => Op::Restart {
+            19 => Op::Restart {
                 capacity: gen_capacity(src),
             },
+            20 => Op::ReadIfReady {
+                buf: slot(src),
+                after: gen_cursor(src),
+                limit: gen_limit(src),
+            },
+            _ => Op::NextIfReady { reader: slot(src) },
         }
     }
 }
@@ -287,6 +308,8 @@ pub enum Outcome {
     ReadAsync(Option<Result<Vec<Entry<T>>, ReadError>>),
     Next(Result<Entry<T>, ReadError>),
     NextAsync(Option<Result<Entry<T>, ReadError>>),
+    /// A blocking form's result (`Read` or `Next`), told apart for the tally.
+    Blocking(Box<Outcome>),
     Validate(Result<(), ReadError>),
     Latest(Option<Entry<T>>),
     Entries(Vec<Entry<T>>),
@@ -323,6 +346,13 @@ impl Outcome {
                 "timeout" => "read timeout",
                 "closed" => "read closed",
                 _ => "read other error",
+            },
+            Outcome::Blocking(inner) => match **inner {
+                Outcome::Read(Ok(_)) => "blocking read entries",
+                Outcome::Read(Err(_)) => "blocking read error",
+                Outcome::Next(Ok(_)) => "blocking next entry",
+                Outcome::Next(Err(_)) => "blocking next error",
+                _ => "blocking panicked (limit 0)",
             },
             Outcome::ReadAsync(None) => "read_async pending",
             Outcome::ReadAsync(Some(_)) => "read_async ready",
@@ -391,7 +421,11 @@ pub trait BroadcastImpl {
     fn is_closed(buf: &Self::Buffer) -> bool;
     fn generation(buf: &Self::Buffer) -> u64;
 
+    /// Blocks until an entry, `Closed`, `Gap` or `Future`.
+    fn read(buf: &Self::Buffer, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
     fn try_next(reader: &mut Self::Reader) -> Result<Entry<T>, ReadError>;
+    /// Blocks like `read`.
+    fn next(reader: &mut Self::Reader) -> Result<Entry<T>, ReadError>;
     /// `next_async()` polled once, then dropped.
     fn next_async_once(reader: &mut Self::Reader) -> Option<Result<Entry<T>, ReadError>>;
     fn cursor(reader: &Self::Reader) -> u64;
@@ -474,8 +508,18 @@ macro_rules! broadcast_impl {
             fn generation(buf: &Self::Buffer) -> u64 {
                 buf.generation()
             }
+            fn read(
+                buf: &Self::Buffer,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<Entry<T>>, ReadError> {
+                buf.read(after, limit)
+            }
             fn try_next(reader: &mut Self::Reader) -> Result<Entry<T>, ReadError> {
                 reader.try_next()
+            }
+            fn next(reader: &mut Self::Reader) -> Result<Entry<T>, ReadError> {
+                reader.next()
             }
             fn next_async_once(reader: &mut Self::Reader) -> Option<Result<Entry<T>, ReadError>> {
                 harness::poll_once(reader.next_async())
@@ -552,6 +596,18 @@ impl<I: BroadcastImpl> World<I> {
                 let after = at(b, after);
                 read(&|| Outcome::ReadAsync(I::read_async_once(b, after, limit)))
             }),
+            Op::ReadIfReady { buf, after, limit } => match self.buf(buf) {
+                Some(b) => {
+                    let after = at(b, after);
+                    if after != I::tail(b) || I::is_closed(b) {
+                        let inner = read(&|| Outcome::Read(I::read(b, after, limit)));
+                        Outcome::Blocking(Box::new(inner))
+                    } else {
+                        Skipped
+                    }
+                }
+                None => Skipped,
+            },
             Op::Validate { buf, after } => self
                 .buf(buf)
                 .map_or(Skipped, |b| Outcome::Validate(I::validate(b, at(b, after)))),
@@ -581,6 +637,19 @@ impl<I: BroadcastImpl> World<I> {
             Op::TryNext { reader } => self
                 .reader(reader)
                 .map_or(Skipped, |r| Outcome::Next(I::try_next(r))),
+            Op::NextIfReady { reader } => {
+                let Some((tail, closed)) =
+                    self.buffers.first().map(|b| (I::tail(b), I::is_closed(b)))
+                else {
+                    return Skipped;
+                };
+                match self.reader(reader) {
+                    Some(r) if I::cursor(r) != tail || closed => {
+                        Outcome::Blocking(Box::new(Outcome::Next(I::next(r))))
+                    }
+                    _ => Skipped,
+                }
+            }
             Op::NextAsyncOnce { reader } => self
                 .reader(reader)
                 .map_or(Skipped, |r| Outcome::NextAsync(I::next_async_once(r))),

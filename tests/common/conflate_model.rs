@@ -12,8 +12,11 @@ use keybus::{RecvError, RecvTimeoutError, SendError, TryRecvError};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+use std::time::Instant;
 
 type MergeBox<V> = Rc<dyn Fn(V, V) -> Option<V>>;
 type PredBox<K> = Rc<dyn Fn(&K) -> bool>;
@@ -403,6 +406,25 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
         }
     }
 
+    /// Only callable where it would not block: a single thread cannot wait for a
+    /// send.
+    pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
+        match self.try_recv() {
+            Ok(event) => Ok(event),
+            Err(TryRecvError::Closed) => Err(RecvError),
+            Err(TryRecvError::Empty) => panic!("model: recv would block forever"),
+        }
+    }
+
+    pub fn recv_deadline(&mut self, _deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
+        self.recv_timeout(Duration::ZERO)
+    }
+
+    /// A blocking iterator; only advanced where `recv` would not block.
+    pub fn iter(&mut self) -> impl Iterator<Item = Event<K, V>> + '_ {
+        std::iter::from_fn(move || self.recv().ok())
+    }
+
     pub fn try_iter(&mut self) -> impl Iterator<Item = Event<K, V>> + '_ {
         std::iter::from_fn(move || self.try_recv().ok())
     }
@@ -444,5 +466,18 @@ impl<K, V> Drop for Receiver<K, V> {
         r.queue.clear();
         drop(r);
         deregister(&self.shared, &self.rx);
+    }
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> futures_core::Stream for Receiver<K, V> {
+    type Item = Event<K, V>;
+
+    /// Pending while empty (no other thread can send meanwhile); ends at closed.
+    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Event<K, V>>> {
+        match self.get_mut().try_recv() {
+            Ok(event) => Poll::Ready(Some(event)),
+            Err(TryRecvError::Closed) => Poll::Ready(None),
+            Err(TryRecvError::Empty) => Poll::Pending,
+        }
     }
 }

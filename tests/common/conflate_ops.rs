@@ -18,7 +18,7 @@ use super::harness::{self, pick, Source, Tally, UserPanic};
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[path = "conflate_model.rs"]
 pub mod model;
@@ -176,6 +176,18 @@ pub enum Op {
     RecvAsyncOnce {
         rx: u8,
     },
+    /// `Stream::poll_next` once (the receiver keeps its parked listener).
+    PollNextOnce {
+        rx: u8,
+    },
+    /// The blocking forms, called only where they cannot block: the receiver has
+    /// something pending or is closed (by its own `len`/`is_closed`, which the
+    /// snapshot already compared). `how` picks `recv()`, `iter().next()` or
+    /// `recv_deadline` with a past deadline.
+    RecvIfReady {
+        rx: u8,
+        how: u8,
+    },
     Len {
         rx: u8,
     },
@@ -266,7 +278,7 @@ impl Op {
     /// Decodes one op. The weights keep most sequences alive (closes are rare) and
     /// busy (sends dominate, receives close behind).
     pub fn generate(src: &mut impl Source) -> Op {
-        const WEIGHTS: [u32; 24] = [
+        const WEIGHTS: [u32; 26] = [
             300, // Send
             70,  // TryRecv
             35,  // TryRecvAll
@@ -291,6 +303,8 @@ impl Op {
             2,   // DropAllHandles
             12,  // Restart
             20,  // RecvAsyncOnce
+            10,  // PollNextOnce
+            20,  // RecvIfReady
         ];
         let slot = |src: &mut _| Source::byte(src);
         match src.weighted(&WEIGHTS) {
@@ -324,7 +338,12 @@ impl Op {
                 hub_merge: gen_merge(src),
                 receiver: gen_rx_spec(src),
             },
-            _ => Op::RecvAsyncOnce { rx: slot(src) },
+            23 => Op::RecvAsyncOnce { rx: slot(src) },
+            24 => Op::PollNextOnce { rx: slot(src) },
+            _ => Op::RecvIfReady {
+                rx: slot(src),
+                how: src.below(3) as u8,
+            },
         }
     }
 }
@@ -369,6 +388,13 @@ pub enum Outcome {
     Events(Vec<Ev>),
     /// `None`: the future was pending when polled once.
     Async(Option<Result<Ev, RecvError>>),
+    /// `None`: pending; `Some(None)`: the stream ended.
+    Stream(Option<Option<Ev>>),
+    /// A blocking receive's result.
+    Blocking(Result<Ev, RecvError>),
+    BlockingDeadline(Result<Ev, RecvTimeoutError>),
+    /// `iter().next()`: `None` once closed.
+    IterNext(Option<Ev>),
     Usize(usize),
     Bool(bool),
 }
@@ -397,6 +423,15 @@ impl Outcome {
             Outcome::Async(None) => "recv_async pending",
             Outcome::Async(Some(Ok(_))) => "recv_async value",
             Outcome::Async(Some(Err(_))) => "recv_async closed",
+            Outcome::Stream(None) => "poll_next pending",
+            Outcome::Stream(Some(Some(_))) => "poll_next value",
+            Outcome::Stream(Some(None)) => "poll_next end",
+            Outcome::Blocking(Ok(_)) => "recv value",
+            Outcome::Blocking(Err(_)) => "recv closed",
+            Outcome::BlockingDeadline(Ok(_)) => "recv_deadline value",
+            Outcome::BlockingDeadline(Err(_)) => "recv_deadline closed",
+            Outcome::IterNext(Some(_)) => "iter value",
+            Outcome::IterNext(None) => "iter end",
             Outcome::Usize(_) => "len",
             Outcome::Bool(_) => "bool query",
         }
@@ -438,6 +473,11 @@ pub trait ConflateImpl {
     fn try_iter(rx: &mut Self::Receiver) -> Vec<Ev>;
     /// `recv_async()` polled once, then dropped.
     fn recv_async_once(rx: &mut Self::Receiver) -> Option<Result<Ev, RecvError>>;
+    /// `Stream::poll_next` once.
+    fn poll_next_once(rx: &mut Self::Receiver) -> Option<Option<Ev>>;
+    fn recv(rx: &mut Self::Receiver) -> Result<Ev, RecvError>;
+    fn recv_deadline(rx: &mut Self::Receiver, deadline: Instant) -> Result<Ev, RecvTimeoutError>;
+    fn iter_next(rx: &mut Self::Receiver) -> Option<Ev>;
     fn close(rx: &Self::Receiver);
     fn is_closed(rx: &Self::Receiver) -> bool;
     fn len(rx: &Self::Receiver) -> usize;
@@ -530,6 +570,28 @@ macro_rules! conflate_impl {
                 rx.try_iter()
                     .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
                     .collect()
+            }
+            fn poll_next_once(rx: &mut Self::Receiver) -> Option<Option<Ev>> {
+                use futures_core::Stream;
+                let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *rx).poll_next(cx));
+                harness::poll_once(next)
+                    .map(|r| r.map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends }))
+            }
+            fn recv(rx: &mut Self::Receiver) -> Result<Ev, RecvError> {
+                rx.recv()
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
+            }
+            fn recv_deadline(
+                rx: &mut Self::Receiver,
+                deadline: Instant,
+            ) -> Result<Ev, RecvTimeoutError> {
+                rx.recv_deadline(deadline)
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
+            }
+            fn iter_next(rx: &mut Self::Receiver) -> Option<Ev> {
+                rx.iter()
+                    .next()
+                    .map(|e| Ev { key: e.key, value: e.value.n, sends: e.sends })
             }
             fn recv_async_once(rx: &mut Self::Receiver) -> Option<Result<Ev, RecvError>> {
                 harness::poll_once(rx.recv_async())
@@ -647,6 +709,21 @@ impl<I: ConflateImpl> World<I> {
             Op::TryIter { rx } => self
                 .rx(rx)
                 .map_or(Skipped, |r| Outcome::Events(I::try_iter(r))),
+            Op::PollNextOnce { rx } => self
+                .rx(rx)
+                .map_or(Skipped, |r| Outcome::Stream(I::poll_next_once(r))),
+            Op::RecvIfReady { rx, how } => match self.rx(rx) {
+                Some(r) if I::len(r) > 0 || I::is_closed(r) => match how {
+                    0 => Outcome::Blocking(I::recv(r)),
+                    1 => Outcome::IterNext(I::iter_next(r)),
+                    _ => {
+                        let now = Instant::now();
+                        let past = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
+                        Outcome::BlockingDeadline(I::recv_deadline(r, past))
+                    }
+                },
+                _ => Skipped,
+            },
             Op::RecvAsyncOnce { rx } => self
                 .rx(rx)
                 .map_or(Skipped, |r| Outcome::Async(I::recv_async_once(r))),
