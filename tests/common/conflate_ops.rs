@@ -61,17 +61,20 @@ pub enum MergeFn {
     KeepOlder,
     /// `None` (annihilate) when `next == ANNIHILATE`, else `Some(next)`.
     Annihilate,
+    /// `Some(prev + next)`, or `None` when the sum is zero (deltas that cancel).
+    SumOrAnnihilate,
     /// Panics with [`UserPanic`] when `next == BOOM`, else `Some(prev + next)`.
     Panicky,
 }
 
 impl MergeFn {
-    const ALL: [MergeFn; 5] = [
+    const ALL: [MergeFn; 6] = [
         MergeFn::NewerWins,
         MergeFn::Sum,
         MergeFn::KeepOlder,
         MergeFn::Annihilate,
         MergeFn::Panicky,
+        MergeFn::SumOrAnnihilate,
     ];
 
     pub fn apply(self, prev: V, next: V) -> Option<V> {
@@ -83,6 +86,11 @@ impl MergeFn {
             }),
             MergeFn::KeepOlder => Some(prev),
             MergeFn::Annihilate => (next.n != ANNIHILATE).then_some(next),
+            MergeFn::SumOrAnnihilate => Some(V {
+                n: prev.n.saturating_add(next.n),
+                ..next
+            })
+            .filter(|v| v.n != 0),
             MergeFn::Panicky => {
                 if next.n == BOOM {
                     std::panic::panic_any(UserPanic("merge"));
