@@ -3,8 +3,8 @@
 //!
 //! - `differential_conflate`: `keybus::conflate` against `keybus::baseline::conflate`.
 //! - `differential_broadcast`: `keybus::broadcast` against `keybus::baseline::broadcast`.
-//! - `*_model`: each against the reference model in `tests/common/*_model.rs`, the
-//!   tie-breaker when two implementations disagree.
+//! - `*_model`, `*_baseline_model`: each implementation against the reference model
+//!   in `tests/common/*_model.rs`, the tie-breaker when the two disagree.
 //!
 //! Sequences are generated from seeded RNGs, so every run is the same. On a
 //! mismatch the test shrinks the sequence, prints it with its seed, and fails.
@@ -14,7 +14,7 @@
 //! becomes a `cargo test` regression by adding its file.
 //!
 //! Knobs (environment):
-//! - `KEYBUS_DIFF_OPS`: total ops per test (default 100 000; scale up for soak runs).
+//! - `KEYBUS_DIFF_OPS`: total ops per test (default 300 000; scale up for soak runs).
 //! - `KEYBUS_DIFF_SEED`: run only the sequence with this seed (as printed on failure).
 
 mod common;
@@ -24,7 +24,7 @@ use common::{broadcast_ops, conflate_ops};
 use std::time::Instant;
 
 /// Ops per test unless `KEYBUS_DIFF_OPS` says otherwise.
-const DEFAULT_OPS: usize = 100_000;
+const DEFAULT_OPS: usize = 300_000;
 
 /// Runs sequences with seeds `base, base + 1, ...` until `total_ops` ops ran.
 ///
@@ -123,6 +123,16 @@ fn differential_conflate_model() {
 }
 
 #[test]
+fn differential_conflate_baseline_model() {
+    use conflate_ops::{Baseline, Model};
+    conflate_pair::<Baseline, Model>(
+        "differential_conflate_baseline_model",
+        0xBA5E_1C0F,
+        DEFAULT_OPS,
+    );
+}
+
+#[test]
 fn differential_broadcast() {
     use broadcast_ops::{Baseline, Lockfree};
     broadcast_pair::<Lockfree, Baseline>("differential_broadcast", 0xB0AD_CA57, DEFAULT_OPS);
@@ -132,6 +142,16 @@ fn differential_broadcast() {
 fn differential_broadcast_model() {
     use broadcast_ops::{Lockfree, Model};
     broadcast_pair::<Lockfree, Model>("differential_broadcast_model", 0x40DE_1B0A, DEFAULT_OPS);
+}
+
+#[test]
+fn differential_broadcast_baseline_model() {
+    use broadcast_ops::{Baseline, Model};
+    broadcast_pair::<Baseline, Model>(
+        "differential_broadcast_baseline_model",
+        0xBA5E_1B0A,
+        DEFAULT_OPS,
+    );
 }
 
 /// The committed inputs of one fuzz target, by file name.
@@ -168,6 +188,7 @@ fn fuzz_corpus_replays() {
         for check in [
             conflate_ops::check::<Lockfree, Baseline>,
             conflate_ops::check::<Lockfree, Model>,
+            conflate_ops::check::<Baseline, Model>,
         ] {
             if let Err(report) = check(&scenario) {
                 panic!("fuzz/corpus/conflate_ops/{name}:\n{report}\n{scenario}");
@@ -186,6 +207,7 @@ fn fuzz_corpus_replays() {
         for check in [
             broadcast_ops::check::<Lockfree, Baseline>,
             broadcast_ops::check::<Lockfree, Model>,
+            broadcast_ops::check::<Baseline, Model>,
         ] {
             if let Err(report) = check(&scenario) {
                 panic!("fuzz/corpus/broadcast_ops/{name}:\n{report}\n{scenario}");
