@@ -301,8 +301,9 @@ pub enum Outcome {
     Done,
     /// `Err` carries the value handed back.
     Append(Result<u64, T>),
-    /// The op panicked (only a read with `limit == 0` may); the payload described.
-    Panicked(String),
+    /// The op panicked (only a read with `limit == 0` may); compared by whose panic
+    /// it was (see [`harness::Panic`]).
+    Panicked(harness::Panic),
     Read(Result<Vec<Entry<T>>, ReadError>),
     /// `None`: the future was pending when polled once.
     ReadAsync(Option<Result<Vec<Entry<T>>, ReadError>>),

@@ -388,8 +388,9 @@ pub enum Outcome {
     Done,
     /// `Err` carries the key and value handed back.
     Send(Result<(), (K, N)>),
-    /// The op panicked (only a send may: user code); the payload described.
-    Panicked(String),
+    /// The op panicked (only a send may: user code); compared by whose panic
+    /// it was (see [`harness::Panic`]).
+    Panicked(harness::Panic),
     Recv(Result<Ev, TryRecvError>),
     RecvTimeout(Result<Ev, RecvTimeoutError>),
     All(Result<Vec<Ev>, TryRecvError>),

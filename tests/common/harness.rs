@@ -136,25 +136,50 @@ pub fn quiet_expected_panics() {
     });
 }
 
-/// Runs `f`, turning a panic into `Err(description)`.
-pub fn catch<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+/// Runs `f`, turning a panic into `Err`.
+pub fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Panic> {
     quiet_expected_panics();
     let was = CATCHING.with(|c| c.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
     CATCHING.with(|c| c.set(was));
-    result.map_err(|payload| describe(&*payload))
+    result.map_err(|payload| Panic::from_payload(&*payload))
 }
 
-/// A comparable description of a panic payload.
-pub fn describe(payload: &(dyn Any + Send)) -> String {
-    if let Some(p) = payload.downcast_ref::<UserPanic>() {
-        format!("user panic: {}", p.0)
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        format!("panic: {s}")
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        format!("panic: {s}")
-    } else {
-        "panic: <non-string payload>".to_owned()
+/// A caught panic, as an op outcome.
+///
+/// Equality looks only at *whose* panic it was: a [`UserPanic`] (and which
+/// callback) must come through identically from both implementations, but the
+/// wording of an implementation's own panic (say, "limit must be at least 1") is
+/// not part of the contract, so two panics of the implementations' own compare
+/// equal whatever they say. The message is kept for reports.
+#[derive(Debug, Clone)]
+pub struct Panic {
+    /// `Some(callback)` for a [`UserPanic`], `None` for the implementation's own.
+    pub user: Option<&'static str>,
+    pub message: String,
+}
+
+impl PartialEq for Panic {
+    fn eq(&self, other: &Self) -> bool {
+        self.user == other.user
+    }
+}
+
+impl Eq for Panic {}
+
+impl Panic {
+    pub fn from_payload(payload: &(dyn Any + Send)) -> Panic {
+        let user = payload.downcast_ref::<UserPanic>().map(|p| p.0);
+        let message = if let Some(p) = user {
+            format!("user panic: {p}")
+        } else if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "<non-string payload>".to_owned()
+        };
+        Panic { user, message }
     }
 }
 
