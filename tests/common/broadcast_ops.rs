@@ -532,10 +532,9 @@ macro_rules! broadcast_impl {
     };
 }
 
-// The implementations under comparison, one line each. Stand-ins: the model twice,
-// until `keybus::broadcast` and `keybus::baseline::broadcast` land in this tree.
-broadcast_impl!(Lockfree => model);
-broadcast_impl!(Baseline => model);
+// The implementations under comparison, one line each.
+broadcast_impl!(Lockfree => keybus::broadcast);
+broadcast_impl!(Baseline => keybus::baseline::broadcast);
 broadcast_impl!(Model => model);
 
 /// One implementation's handles, driven by ops.

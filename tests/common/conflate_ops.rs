@@ -624,8 +624,7 @@ macro_rules! conflate_impl {
 
 // The implementations under comparison, one line each.
 conflate_impl!(Lockfree => keybus::conflate);
-// Stand-in: the self-pair until `keybus::baseline::conflate` lands in this tree.
-conflate_impl!(Baseline => keybus::conflate);
+conflate_impl!(Baseline => keybus::baseline::conflate);
 conflate_impl!(Model => model);
 
 /// One implementation's handles, driven by ops.
