@@ -302,6 +302,16 @@ where
             }
             TableEntry::Occupied(mut occupied) => {
                 let slot = occupied.get_mut();
+                if let (Merge::NewerWins, Some(p)) = (&self.merge, &mut slot.live) {
+                    if p.epoch == epoch {
+                        // The default merge, in place: no user code, nothing to
+                        // repair if it unwinds (only `V`'s own drop runs here, and
+                        // an assignment re-initializes its place on unwind).
+                        p.value = value;
+                        p.sends += 1;
+                        return;
+                    }
+                }
                 match slot.live.take() {
                     Some(p) if p.epoch == epoch => {
                         let Pending {
