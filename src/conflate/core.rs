@@ -291,9 +291,12 @@ where
         let epoch = self.epoch.load(Ordering::Acquire);
         let woke_queue = match shard.entry(hash, |s| s.key == *key, |s| s.hash) {
             TableEntry::Vacant(vacant) => {
-                let (pending, first) = self.enqueue(key, hash, value);
+                // Both copies of the key are made before anything changes, so a
+                // panicking `K::clone` leaves this receiver as it was.
+                let slot_key = key.clone();
+                let (pending, first) = self.enqueue(key.clone(), hash, value);
                 vacant.insert(Slot {
-                    key: key.clone(),
+                    key: slot_key,
                     hash,
                     live: Some(pending),
                     cut: None,
@@ -353,12 +356,12 @@ where
                         debug_assert!(older.epoch < epoch, "epochs only grow");
                         debug_assert!(slot.cut.is_none(), "one cut at a time");
                         slot.cut = Some(Box::new(older));
-                        let (pending, first) = self.enqueue(key, hash, value);
+                        let (pending, first) = self.enqueue(key.clone(), hash, value);
                         slot.live = Some(pending);
                         first
                     }
                     None => {
-                        let (pending, first) = self.enqueue(key, hash, value);
+                        let (pending, first) = self.enqueue(key.clone(), hash, value);
                         slot.live = Some(pending);
                         first
                     }
@@ -377,12 +380,13 @@ where
 
     /// Appends a ticket for a newly pending key; called with its shard locked.
     /// Also returns whether the shared list was empty before.
-    fn enqueue(&self, key: &K, hash: u64, value: V) -> (Pending<V>, bool) {
+    /// `key` is the ticket's own copy, made by the caller before anything changed.
+    fn enqueue(&self, key: K, hash: u64, value: V) -> (Pending<V>, bool) {
         let cell = &*self.queue;
         let mut q = lock(&cell.lock);
         let id = q.next_id;
         q.next_id += 1;
-        let idx = q.shared.push_back(key.clone(), hash, id);
+        let idx = q.shared.push_back(key, hash, id);
         let ticket = TicketRef {
             id,
             seg: q.seg,
