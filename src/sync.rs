@@ -9,21 +9,21 @@
 #[cfg(not(any(loom, shuttle)))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, MutexGuard,
 };
 
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, MutexGuard,
 };
 
 #[cfg(all(shuttle, not(loom)))]
 #[allow(unused_imports)]
 pub(crate) use shuttle::sync::{
-    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, MutexGuard,
 };
 
@@ -41,6 +41,31 @@ pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(any(loom, shuttle))]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits, without parking, until `done()` holds. For grace periods that end when
+/// sends already in flight finish (a bounded fan-out each): spins briefly, then
+/// yields the thread. Under a model checker each retry yields to the scheduler.
+pub(crate) fn spin_wait(mut done: impl FnMut() -> bool) {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        let backoff = crossbeam_utils::Backoff::new();
+        while !done() {
+            if backoff.is_completed() {
+                std::thread::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+    }
+    #[cfg(loom)]
+    while !done() {
+        loom::thread::yield_now();
+    }
+    #[cfg(all(shuttle, not(loom)))]
+    while !done() {
+        shuttle::thread::yield_now();
+    }
 }
 
 #[cfg(not(any(loom, shuttle)))]
@@ -145,46 +170,6 @@ mod model_notify {
                 Poll::Pending
             }
         }
-    }
-}
-
-/// A read-mostly shared value: lock-free loads for the hot path, whole-value
-/// replacement for the rare writer. `arc-swap` normally; a model mutex under loom
-/// and shuttle (arc-swap's own protocol is not instrumented, and not ours to check).
-#[cfg(not(any(loom, shuttle)))]
-pub(crate) struct Snapshot<T>(arc_swap::ArcSwap<T>);
-
-#[cfg(not(any(loom, shuttle)))]
-impl<T> Snapshot<T> {
-    pub(crate) fn new(value: std::sync::Arc<T>) -> Self {
-        Snapshot(arc_swap::ArcSwap::new(value))
-    }
-
-    /// A cheap read guard; holding it keeps the value alive.
-    pub(crate) fn load(&self) -> arc_swap::Guard<std::sync::Arc<T>> {
-        self.0.load()
-    }
-
-    pub(crate) fn store(&self, value: std::sync::Arc<T>) {
-        self.0.store(value);
-    }
-}
-
-#[cfg(any(loom, shuttle))]
-pub(crate) struct Snapshot<T>(Mutex<std::sync::Arc<T>>);
-
-#[cfg(any(loom, shuttle))]
-impl<T> Snapshot<T> {
-    pub(crate) fn new(value: std::sync::Arc<T>) -> Self {
-        Snapshot(Mutex::new(value))
-    }
-
-    pub(crate) fn load(&self) -> std::sync::Arc<T> {
-        self.0.lock().unwrap().clone()
-    }
-
-    pub(crate) fn store(&self, value: std::sync::Arc<T>) {
-        *self.0.lock().unwrap() = value;
     }
 }
 

@@ -44,6 +44,11 @@ use hashbrown::hash_table::{Entry as TableEntry, HashTable};
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
 
+/// A cut of at least this many tickets claims them grouped by shard (see
+/// `claim_grouped`); a smaller one claims ticket by ticket, which costs less than
+/// the grouping's bookkeeping.
+const GROUPED_CLAIM_MIN: usize = 512;
+
 /// Shards per receiver. Enough that a few senders coalescing into different keys
 /// rarely meet; small enough that an idle receiver costs about 2 KiB.
 const SHARDS: usize = 16;
@@ -53,6 +58,22 @@ const SHARDS: usize = 16;
 /// independent.
 pub(crate) fn shard_index(hash: u64) -> usize {
     (hash >> 40) as usize % SHARDS
+}
+
+/// Takes the value `ticket` names out of its (locked) shard, if still pending.
+fn take_from<K: Eq, V>(
+    table: &mut HashTable<Slot<K, V>>,
+    ticket: Ticket<K>,
+) -> Option<Event<K, V>> {
+    let Ok(mut occupied) = table.find_entry(ticket.hash, |s| s.key == ticket.key) else {
+        return None;
+    };
+    let slot = occupied.get_mut();
+    let p = slot.take(ticket.id)?;
+    if slot.is_vacant() {
+        occupied.remove();
+    }
+    Some(Event::new(ticket.key, p.value, p.sends))
 }
 
 /// Where a pending value's ticket is: its unique id, the shared-list segment it was
@@ -156,6 +177,10 @@ pub(crate) struct RxCore<K, V> {
     /// Read by every send; written only by a cut or a close.
     epoch: AtomicU64,
     closed: AtomicBool,
+    /// Set (after the hub's state word) when the send side closes, so an idle
+    /// consumer polls this read-mostly line instead of the state word every send
+    /// writes.
+    tx_closed: AtomicBool,
     pub(crate) notify: Notify,
 }
 
@@ -180,6 +205,7 @@ impl<K, V> RxCore<K, V> {
             }),
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            tx_closed: AtomicBool::new(false),
             notify: Notify::new(),
         }
     }
@@ -202,6 +228,18 @@ impl<K, V> RxCore<K, V> {
         // Acquire pairs with the Release in `close`: whoever sees the flag also sees
         // the hub-side state that led to it.
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether the send side closed. Acquire pairs with the Release in
+    /// `mark_tx_closed`.
+    pub(crate) fn tx_closed(&self) -> bool {
+        self.tx_closed.load(Ordering::Acquire)
+    }
+
+    /// Tells the consumer the send side closed, and wakes it.
+    pub(crate) fn mark_tx_closed(&self) {
+        self.tx_closed.store(true, Ordering::Release);
+        self.notify.notify(usize::MAX);
     }
 
     /// Marks the receiver closed; `true` the first time.
@@ -264,6 +302,16 @@ where
             }
             TableEntry::Occupied(mut occupied) => {
                 let slot = occupied.get_mut();
+                if let (Merge::NewerWins, Some(p)) = (&self.merge, &mut slot.live) {
+                    if p.epoch == epoch {
+                        // The default merge, in place: no user code, nothing to
+                        // repair if it unwinds (only `V`'s own drop runs here, and
+                        // an assignment re-initializes its place on unwind).
+                        p.value = value;
+                        p.sends += 1;
+                        return;
+                    }
+                }
                 match slot.live.take() {
                     Some(p) if p.epoch == epoch => {
                         let Pending {
@@ -397,17 +445,10 @@ where
     /// Takes the value `ticket` names, if it is still pending (consumer only).
     fn claim(&self, ticket: Ticket<K>, taken: &mut u64) -> Option<Event<K, V>> {
         let mut shard = lock(self.shard(ticket.hash));
-        let Ok(mut occupied) = shard.find_entry(ticket.hash, |s| s.key == ticket.key) else {
-            return None;
-        };
-        let slot = occupied.get_mut();
-        let p = slot.take(ticket.id)?;
-        if slot.is_vacant() {
-            occupied.remove();
-        }
+        let found = take_from(&mut shard, ticket);
         drop(shard);
-        *taken += 1;
-        Some(Event::new(ticket.key, p.value, p.sends))
+        *taken += u64::from(found.is_some());
+        found
     }
 
     /// Pops the oldest pending key (consumer only).
@@ -481,22 +522,65 @@ where
             mem::swap(&mut q.shared, &mut local.spare);
             self.queue.queued.store(0, Ordering::Release);
         }
-        let mut batch = Vec::with_capacity(local.private.len() + local.spare.len());
         let Local {
             private,
             spare,
             taken,
         } = local;
-        for list in [private, spare] {
-            while let Some(ticket) = list.pop_front() {
-                batch.extend(self.claim(ticket, taken));
-            }
-        }
+        let mut tickets = Vec::new();
+        private.drain_into(&mut tickets);
+        spare.drain_into(&mut tickets);
+        let mut batch = if tickets.len() < GROUPED_CLAIM_MIN {
+            let claimed: Vec<_> = tickets
+                .into_iter()
+                .filter_map(|t| self.claim(t, &mut 0))
+                .collect();
+            claimed
+        } else {
+            self.claim_grouped(tickets)
+        };
+        *taken += batch.len() as u64;
         if self.is_closed() {
             // A hard close raced the drain and may have cleared part of it: the
             // cut then falls after the close, which abandons everything.
             batch.clear();
         }
         batch
+    }
+
+    /// Claims a cut's tickets, in queue order, taking each shard's lock once per
+    /// `CLAIM_CHUNK` tickets of that shard rather than once per ticket: a cut of a
+    /// large backlog costs about `n / CLAIM_CHUNK` lock acquisitions, while a
+    /// publisher waits at most one chunk's worth of claims for a shard.
+    fn claim_grouped(&self, tickets: Vec<Ticket<K>>) -> Vec<Event<K, V>> {
+        const CLAIM_CHUNK: usize = 64;
+        // Counting sort of ticket positions by shard, keeping queue order within
+        // each shard.
+        let mut start = [0usize; SHARDS + 1];
+        for t in &tickets {
+            start[shard_index(t.hash) + 1] += 1;
+        }
+        for s in 0..SHARDS {
+            start[s + 1] += start[s];
+        }
+        let mut next = start;
+        let mut order = vec![0u32; tickets.len()];
+        for (pos, t) in tickets.iter().enumerate() {
+            let s = shard_index(t.hash);
+            order[next[s]] = pos as u32;
+            next[s] += 1;
+        }
+        let mut tickets: Vec<Option<Ticket<K>>> = tickets.into_iter().map(Some).collect();
+        let mut out: Vec<Option<Event<K, V>>> = (0..tickets.len()).map(|_| None).collect();
+        for s in 0..SHARDS {
+            for chunk in order[start[s]..start[s + 1]].chunks(CLAIM_CHUNK) {
+                let mut shard = lock(&self.shards[s]);
+                for &pos in chunk {
+                    let ticket = tickets[pos as usize].take().expect("each position once");
+                    out[pos as usize] = take_from(&mut shard, ticket);
+                }
+            }
+        }
+        out.into_iter().flatten().collect()
     }
 }

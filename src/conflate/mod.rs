@@ -101,6 +101,7 @@
 
 mod core;
 mod receiver;
+mod registry;
 mod sender;
 mod shared;
 mod state;

@@ -43,9 +43,10 @@ where
     /// no send is in flight, and nothing is pending.
     ///
     /// A value found is returned without reading the hub's state word, which every
-    /// send writes twice: the consumer's fast path stays off that cache line. When
-    /// nothing is found, the word is read and then the slots are looked at *again*:
-    /// if the word said quiescent, nothing can arrive after that second look.
+    /// send writes twice: the consumer's fast path stays off that cache line, and
+    /// so does its idle polling until the send side has closed. After that, the
+    /// word is read and then the slots are looked at *again*: if the word said
+    /// quiescent, nothing can arrive after that second look.
     fn closed_or<T>(
         &mut self,
         mut take: impl FnMut(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
@@ -55,6 +56,11 @@ where
         }
         if let Some(found) = take(self.core, self.local) {
             return Ok(Some(found));
+        }
+        if !self.core.tx_closed() {
+            // The common idle case: nothing pending, send side open. The hub's
+            // state word is not read (see `RxCore::tx_closed`).
+            return Ok(None);
         }
         let state = self.shared.state.load();
         if state.hub_closed() {

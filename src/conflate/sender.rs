@@ -1,6 +1,7 @@
 //! The send side: a cheap handle, lock-free up to one receiver's key shard.
 
 use super::shared::Shared;
+use super::state::{Entered, Snapshot};
 use crate::error::SendError;
 use crate::sync::Arc;
 use std::fmt;
@@ -17,12 +18,15 @@ pub struct Sender<K, V> {
 
 /// Ends one send in flight, also when user code panics out of the fan-out, so the
 /// in-flight count can never stay raised (DESIGN-NOTES conflate 4).
-struct InFlight<'a, K, V>(&'a Shared<K, V>);
+struct InFlight<'a, K, V> {
+    shared: &'a Shared<K, V>,
+    slot: usize,
+}
 
 impl<K, V> Drop for InFlight<'_, K, V> {
     fn drop(&mut self) {
-        if self.0.state.leave_send() {
-            self.0.wake_all();
+        if self.shared.state.leave_send(self.slot) {
+            self.shared.wake_all();
         }
     }
 }
@@ -60,30 +64,29 @@ where
         if now.receivers() == 0 {
             return Ok(());
         }
-        self.fan_out(key, value)
+        self.fan_out(key, value, now)
     }
 
     /// The send proper, out of line so the fast path above stays small.
     #[inline(never)]
-    fn fan_out(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+    fn fan_out(&self, key: K, value: V, seen: Snapshot) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
-        let entered = shared.state.enter_send();
-        let _in_flight = InFlight(shared);
-        if entered.tx_closed() {
-            return Err(SendError { key, value });
-        }
-        if entered.receivers() == 0 {
-            return Ok(());
-        }
+        let slot = match shared.state.enter_send(seen) {
+            Entered::Closed => return Err(SendError { key, value }),
+            Entered::NoReceivers => return Ok(()),
+            Entered::InFlight(slot) => slot,
+        };
+        let _in_flight = InFlight { shared, slot };
         let hash = shared.hash(&key);
-        shared.with_receivers(|receivers| {
-            if let Some((last, rest)) = receivers.split_last() {
-                for core in rest {
-                    core.deliver(hash, &key, value.clone());
-                }
-                last.deliver(hash, &key, value);
+        // SAFETY: this send is in flight on `slot` until `_in_flight` drops, after
+        // the last use of `receivers`.
+        let receivers = unsafe { shared.registry.list(slot) };
+        if let Some((last, rest)) = receivers.split_last() {
+            for core in rest {
+                core.deliver(hash, &key, value.clone());
             }
-        });
+            last.deliver(hash, &key, value);
+        }
         Ok(())
     }
 

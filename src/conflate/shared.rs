@@ -2,20 +2,13 @@
 //! hasher and the hub's default merge.
 
 use super::core::RxCore;
+use super::registry::{ReceiverList, Registry};
 use super::state::HubState;
 use crate::policy::Merge;
-use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering, Snapshot};
+use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 
-/// The live receivers, in registration order (the fan-out order).
-///
-/// Senders read the list through an `arc-swap` snapshot: no lock, and a receiver
-/// deregistered mid-fan-out stays alive (the snapshot's `Arc`) until that send is
-/// done (DESIGN-NOTES conflate 5). Registration and deregistration copy the list
-/// under `writer`, which no send ever takes.
-pub(crate) type ReceiverList<K, V> = Vec<Arc<RxCore<K, V>>>;
-
-/// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under loom
+/// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under
 /// loom and shuttle it is fixed, because a model must run the same way on every
 /// schedule (and replay from its seed).
 #[cfg(not(any(loom, shuttle)))]
@@ -23,6 +16,8 @@ pub(crate) type HashState = foldhash::fast::RandomState;
 #[cfg(any(loom, shuttle))]
 pub(crate) type HashState = foldhash::fast::FixedState;
 
+/// The registry writer's lock: serializes register, deregister and the closes'
+/// walks over the list. No send ever takes it.
 struct Writer {
     /// Set by `Hub::close`: receivers made afterwards are born closed.
     closed: bool,
@@ -30,7 +25,7 @@ struct Writer {
 
 pub(crate) struct Shared<K, V> {
     pub(crate) state: HubState,
-    receivers: Snapshot<ReceiverList<K, V>>,
+    pub(crate) registry: Registry<K, V>,
     writer: Mutex<Writer>,
     hasher: HashState,
     pub(crate) merge: Merge<V>,
@@ -42,7 +37,7 @@ impl<K, V> Shared<K, V> {
     pub(crate) fn new(merge: Merge<V>) -> Self {
         Shared {
             state: HubState::new(),
-            receivers: Snapshot::new(std::sync::Arc::new(Vec::new())),
+            registry: Registry::new(),
             writer: Mutex::new(Writer { closed: false }),
             hasher: HashState::default(),
             merge,
@@ -59,48 +54,60 @@ impl<K, V> Shared<K, V> {
         self.hasher.hash_one(key)
     }
 
-    pub(crate) fn with_receivers<R>(&self, f: impl FnOnce(&[Arc<RxCore<K, V>>]) -> R) -> R {
-        f(&self.receivers.load())
+    /// Runs `f` on the current receiver list under the writer lock.
+    fn with_list_locked<R>(&self, f: impl FnOnce(&mut Writer, &ReceiverList<K, V>) -> R) -> R {
+        let mut w = lock(&self.writer);
+        let cur = self.state.load().current();
+        // SAFETY: we hold the writer lock and `cur` is the current slot.
+        let list = unsafe { self.registry.list(cur) };
+        f(&mut w, list)
     }
 
-    /// Adds a receiver, unless the hub is closed (then it is born closed).
+    /// Adds a receiver, unless the hub or the send side is closed (then it is
+    /// born closed: nothing could ever reach it).
     pub(crate) fn register(&self, core: &Arc<RxCore<K, V>>) {
         let w = lock(&self.writer);
-        if w.closed {
+        // Under the writer lock: `close_tx` marks every registered receiver under
+        // it too, so a receiver either is born closed or gets marked.
+        if w.closed || self.state.load().tx_closed() {
             core.close();
             return;
         }
-        let mut list = ReceiverList::clone(&self.receivers.load());
-        list.push(core.clone());
-        self.receivers.store(std::sync::Arc::new(list));
-        // After the store: a sender that sees the count sees the receiver.
-        self.state.add_receiver();
+        self.registry.replace(&self.state, |list| {
+            let mut next = list.clone();
+            next.push(core.clone());
+            next
+        });
     }
 
     pub(crate) fn deregister(&self, core: &RxCore<K, V>) {
         let _w = lock(&self.writer);
-        let current = self.receivers.load();
-        let Some(pos) = current.iter().position(|c| std::ptr::eq(&**c, core)) else {
-            return; // already gone (hub closed, or deregistered before)
-        };
-        let mut list = ReceiverList::clone(&current);
-        drop(current);
-        list.remove(pos);
-        self.receivers.store(std::sync::Arc::new(list));
-        self.state.remove_receivers(1);
+        self.registry.replace(&self.state, |list| {
+            list.iter()
+                .filter(|c| !std::ptr::eq(&***c, core))
+                .cloned()
+                .collect()
+        });
     }
 
-    /// Wakes every registered receiver (a close happened, or the last send in
-    /// flight after a close finished).
+    /// Wakes every registered receiver: the last send in flight after a close
+    /// finished, so a drain may be complete. Takes the writer lock (the caller is
+    /// no longer in flight, so the list must be read under it); rare.
     pub(crate) fn wake_all(&self) {
-        for core in self.receivers.load().iter() {
-            core.notify.notify(usize::MAX);
-        }
+        self.with_list_locked(|_, list| {
+            for core in list {
+                core.notify.notify(usize::MAX);
+            }
+        });
     }
 
     pub(crate) fn close_tx(&self) {
         self.state.close_tx();
-        self.wake_all();
+        self.with_list_locked(|_, list| {
+            for core in list {
+                core.mark_tx_closed();
+            }
+        });
     }
 
     /// Hard close: the send side and every receiver, now; nothing drains.
@@ -109,12 +116,14 @@ impl<K, V> Shared<K, V> {
         let old = {
             let mut w = lock(&self.writer);
             w.closed = true;
-            let old = self.receivers.load().clone();
-            self.receivers.store(std::sync::Arc::new(Vec::new()));
-            self.state.remove_receivers(old.len() as u64);
+            let mut old = Vec::new();
+            self.registry.replace(&self.state, |list| {
+                old = list.clone();
+                Vec::new()
+            });
             old
         };
-        for core in old.iter() {
+        for core in &old {
             core.close();
             core.clear();
         }

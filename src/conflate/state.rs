@@ -4,29 +4,35 @@
 //! threads without a lock:
 //!
 //! ```text
-//!  63          62           61 ..= 32              31 ..= 0
-//! [TX_CLOSED] [HUB_CLOSED] [senders in flight: 30] [live receivers: 32]
+//!  63          62           61 ..= 43          42 ..= 24          23        22 ..= 0
+//! [TX_CLOSED] [HUB_CLOSED] [in flight on 1] [in flight on 0] [CURRENT] [live receivers]
 //! ```
 //!
 //! - **No-receiver fast path**: a send loads the word once; no live receiver means
 //!   `Ok(())` with nothing else touched.
-//! - **Close versus send**: a send *enters* with one `fetch_add` of a sender; if the
-//!   word it replaced already had `TX_CLOSED`, the send backs out and returns `Err`,
-//!   publishing nothing. Otherwise it is in flight, and `Sender::close` (a `fetch_or`
-//!   of `TX_CLOSED`) was ordered after it in the word's modification order, so the
-//!   send publishes and returns `Ok`. There is no third outcome.
+//! - **Close versus send**: a send *enters* with one compare-and-swap that adds
+//!   it to the in-flight count of the `CURRENT` receiver list; the CAS only
+//!   succeeds on a word without `TX_CLOSED`. A send that entered publishes and
+//!   returns `Ok`; `Sender::close` (a `fetch_or` of `TX_CLOSED`) comes after it in
+//!   the word's modification order. A send that saw `TX_CLOSED` returns `Err` and
+//!   publishes nothing. There is no third outcome.
 //! - **Drained**: a receiver is finished after a graceful close only when it sees
 //!   `TX_CLOSED` with *no sender in flight* and nothing pending. A send that passed
 //!   the check but has not reached the receiver yet keeps the in-flight count raised,
 //!   so the receiver cannot report `Closed` early (DESIGN-NOTES conflate 3). The
 //!   sender that takes the count to zero after a close wakes every receiver.
+//! - **Which receiver list a send reads** (see `registry.rs`): there are two list
+//!   slots; `CURRENT` names the one new sends use, and each slot has its own
+//!   in-flight count. A registry writer fills the other slot, flips `CURRENT` in
+//!   the same word, and may only overwrite a slot again once its count is zero: a
+//!   grace period, as in RCU, counted by the word every send already touches.
 
 use crate::sync::{AtomicU64, Ordering};
 
-const RECEIVER: u64 = 1;
-const RECEIVER_MASK: u64 = (1 << 32) - 1;
-const SENDER: u64 = 1 << 32;
-const SENDER_MASK: u64 = ((1 << 30) - 1) << 32;
+const RECEIVER_MASK: u64 = (1 << 23) - 1;
+const CURRENT: u64 = 1 << 23;
+const SENDER_SHIFT: [u32; 2] = [24, 43];
+const SENDER_MAX: u64 = (1 << 19) - 1;
 const HUB_CLOSED: u64 = 1 << 62;
 const TX_CLOSED: u64 = 1 << 63;
 
@@ -43,12 +49,21 @@ impl Snapshot {
         self.0 & HUB_CLOSED != 0
     }
 
-    pub(crate) fn senders_in_flight(self) -> u64 {
-        (self.0 & SENDER_MASK) >> 32
-    }
-
     pub(crate) fn receivers(self) -> u64 {
         self.0 & RECEIVER_MASK
+    }
+
+    /// The receiver-list slot new sends read.
+    pub(crate) fn current(self) -> usize {
+        usize::from(self.0 & CURRENT != 0)
+    }
+
+    pub(crate) fn in_flight(self, slot: usize) -> u64 {
+        (self.0 >> SENDER_SHIFT[slot]) & SENDER_MAX
+    }
+
+    pub(crate) fn senders_in_flight(self) -> u64 {
+        self.in_flight(0) + self.in_flight(1)
     }
 
     /// The send side is closed and no send can still publish: what a receiver sees
@@ -58,6 +73,16 @@ impl Snapshot {
     }
 }
 
+/// What [`HubState::enter_send`] decided.
+pub(crate) enum Entered {
+    /// The send side is closed: publish nothing, return `Err`.
+    Closed,
+    /// No live receiver: nothing to publish, return `Ok`.
+    NoReceivers,
+    /// In flight on this receiver-list slot: publish, then `leave_send(slot)`.
+    InFlight(usize),
+}
+
 pub(crate) struct HubState(AtomicU64);
 
 impl HubState {
@@ -65,66 +90,88 @@ impl HubState {
         HubState(AtomicU64::new(0))
     }
 
-    /// Acquire pairs with the Release in `add_receiver`: a sender that sees a
-    /// receiver counted also sees it in the registry snapshot. It also pairs with the
-    /// Release of `leave_send`, so a receiver that sees no sender in flight sees
-    /// everything those senders published.
+    /// Acquire pairs with the Release of `flip_list` (a sender that sees a
+    /// receiver counted also sees the list that holds it) and with the Release of
+    /// `leave_send` (a receiver that sees no sender in flight sees everything those
+    /// senders published).
     #[inline]
     pub(crate) fn load(&self) -> Snapshot {
         Snapshot(self.0.load(Ordering::Acquire))
     }
 
-    /// Registers a send in flight and returns the word it replaced. Whatever that
-    /// says, the caller must call [`leave_send`](Self::leave_send) exactly once (a
-    /// drop guard does); it publishes only if the word had no `TX_CLOSED` and at
-    /// least one receiver.
+    /// Decides a send, starting from `seen` (a fresh `load`). On `InFlight(slot)`
+    /// the caller must publish and then call [`leave_send`](Self::leave_send) with
+    /// that slot exactly once (a drop guard does).
     ///
-    /// AcqRel: Acquire for the same reason as [`load`](Self::load); the RMW is the
-    /// single point in the word's modification order that decides this send against
-    /// `close_tx`.
-    pub(crate) fn enter_send(&self) -> Snapshot {
-        let prev = Snapshot(self.0.fetch_add(SENDER, Ordering::AcqRel));
-        debug_assert!(
-            prev.senders_in_flight() < (SENDER_MASK >> 32),
-            "sender overflow"
-        );
-        prev
+    /// The CAS is the single point in the word's modification order that orders
+    /// this send against `close_tx` and against a list flip. AcqRel on success:
+    /// Acquire for the reasons in `load`; Release is not needed by readers but
+    /// costs nothing extra on an RMW. Acquire on failure: the retry decides on the
+    /// word it just read.
+    pub(crate) fn enter_send(&self, mut seen: Snapshot) -> Entered {
+        loop {
+            if seen.tx_closed() {
+                return Entered::Closed;
+            }
+            if seen.receivers() == 0 {
+                return Entered::NoReceivers;
+            }
+            let slot = seen.current();
+            assert!(
+                seen.in_flight(slot) < SENDER_MAX,
+                "too many sends in flight"
+            );
+            let entered = seen.0 + (1 << SENDER_SHIFT[slot]);
+            match self
+                .0
+                .compare_exchange_weak(seen.0, entered, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Entered::InFlight(slot),
+                Err(now) => seen = Snapshot(now),
+            }
+        }
     }
 
-    /// Ends a send. Returns `true` when this was the last send in flight after the
-    /// send side closed: the caller must wake every receiver, whose drain may now be
-    /// complete.
+    /// Ends a send that entered on `slot`. Returns `true` when this was the last
+    /// send in flight after the send side closed: the caller must wake every
+    /// receiver, whose drain may now be complete.
     ///
-    /// Release: everything this send published into receivers happens-before a
-    /// receiver's Acquire load that sees the count drop.
-    pub(crate) fn leave_send(&self) -> bool {
-        let prev = Snapshot(self.0.fetch_sub(SENDER, Ordering::Release));
+    /// Release: everything this send published into receivers (and every read of
+    /// the receiver list in `slot`) happens-before an Acquire load that sees the
+    /// count drop: a receiver's drain check, or a registry writer's grace period.
+    pub(crate) fn leave_send(&self, slot: usize) -> bool {
+        let prev = Snapshot(self.0.fetch_sub(1 << SENDER_SHIFT[slot], Ordering::Release));
         prev.tx_closed() && prev.senders_in_flight() == 1
     }
 
-    /// Closes the send side. Returns `true` the first time.
-    pub(crate) fn close_tx(&self) -> bool {
-        !Snapshot(self.0.fetch_or(TX_CLOSED, Ordering::AcqRel)).tx_closed()
+    /// Closes the send side. AcqRel: one point in the modification order against
+    /// every `enter_send`.
+    pub(crate) fn close_tx(&self) {
+        self.0.fetch_or(TX_CLOSED, Ordering::AcqRel);
     }
 
-    /// Hard close: the send side and the hub. Returns `true` the first time.
-    pub(crate) fn close_hub(&self) -> bool {
-        !Snapshot(self.0.fetch_or(TX_CLOSED | HUB_CLOSED, Ordering::AcqRel)).hub_closed()
+    /// Hard close: the send side and the hub.
+    pub(crate) fn close_hub(&self) {
+        self.0.fetch_or(TX_CLOSED | HUB_CLOSED, Ordering::AcqRel);
     }
 
-    /// Release: the registry snapshot that holds the new receiver was stored before
-    /// this, and a sender's Acquire `load` that sees the count must see it.
-    pub(crate) fn add_receiver(&self) {
-        let prev = self.0.fetch_add(RECEIVER, Ordering::Release);
-        assert!(
-            prev & RECEIVER_MASK != RECEIVER_MASK,
-            "too many receivers on one hub"
-        );
-    }
-
-    pub(crate) fn remove_receivers(&self, n: u64) {
-        if n > 0 {
-            self.0.fetch_sub(n * RECEIVER, Ordering::Release);
+    /// Makes the other list slot current and sets the receiver count to
+    /// `receivers` (that list's length), in one step. Only the registry writer
+    /// (under its lock) calls this, after filling the other slot. Release pairs
+    /// with the Acquire of `enter_send` / `load`: a sender that sees the new
+    /// `CURRENT` sees the list stored there.
+    pub(crate) fn flip_list(&self, receivers: u64) {
+        assert!(receivers <= RECEIVER_MASK, "too many receivers on one hub");
+        let mut seen = self.0.load(Ordering::Relaxed);
+        loop {
+            let next = ((seen ^ CURRENT) & !RECEIVER_MASK) | receivers;
+            match self
+                .0
+                .compare_exchange_weak(seen, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
         }
     }
 }

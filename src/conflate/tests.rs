@@ -101,3 +101,46 @@ fn hard_close_during_sends_frees_everything() {
     drop((rx, hub));
     assert_eq!(std::sync::Arc::strong_count(&token), 1);
 }
+
+#[test]
+fn large_cut_grouped_by_shard_is_one_instant() {
+    // A backlog above GROUPED_CLAIM_MIN, cut while a sender keeps adding keys in
+    // order and re-sending old ones (OR-merged bits): every batch must hold a
+    // prefix of the sends, in queue order.
+    let n: u64 = if cfg!(miri) { 600 } else { 5_000 };
+    let hub: Hub<u64, u64> = Hub::with_merge(|a, b| Some(a | b));
+    let mut rx = hub.receiver();
+    let tx = hub.sender();
+    drop(hub);
+    for k in 0..n {
+        tx.send(k, 1).unwrap();
+    }
+    let sender = thread::spawn(move || {
+        for k in n..2 * n {
+            tx.send(k, 1).unwrap();
+            tx.send(k - n, 2).unwrap(); // re-send an old key: second bit
+        }
+    });
+    let mut next_new = 0u64;
+    let mut seen_second = 0u64;
+    loop {
+        match rx.try_recv_all() {
+            Ok(batch) => {
+                for e in batch {
+                    if e.value & 1 == 1 {
+                        assert_eq!(e.key, next_new, "first touches in order, no hole");
+                        next_new += 1;
+                    }
+                    if e.value & 2 == 2 {
+                        seen_second += 1;
+                    }
+                }
+            }
+            Err(TryRecvError::Empty) => thread::yield_now(),
+            Err(TryRecvError::Closed) => break,
+        }
+    }
+    sender.join().unwrap();
+    assert_eq!(next_new, 2 * n);
+    assert_eq!(seen_second, n);
+}

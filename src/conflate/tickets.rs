@@ -119,6 +119,23 @@ impl<K> TicketList<K> {
         live
     }
 
+    /// Moves every ticket, oldest first, into `out`, and empties the list (keeping
+    /// its capacity). Walks the links once; no per-ticket unlinking.
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<Ticket<K>>) {
+        out.reserve(self.len);
+        let mut at = self.head;
+        while at != NIL {
+            let node = &mut self.nodes[at as usize];
+            out.push(Ticket {
+                key: node.key.take().expect("linked node has a key"),
+                hash: node.hash,
+                id: node.id,
+            });
+            at = node.next;
+        }
+        self.clear();
+    }
+
     /// Empties the list, keeping its capacity.
     pub(crate) fn clear(&mut self) {
         self.nodes.clear();

@@ -1,0 +1,26 @@
+//! Decodes the input into a conflate op sequence (the generator the differential
+//! test uses) and runs it on two implementations in lockstep, panicking on the
+//! first difference. See `tests/common/conflate_ops.rs`.
+#![no_main]
+// The shared modules carry helpers for the tests that a fuzz target does not use.
+#![allow(dead_code)]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/common/harness.rs"]
+mod harness;
+
+#[path = "../../tests/common/conflate_ops.rs"]
+mod conflate_ops;
+
+use conflate_ops::{Baseline, Lockfree, Scenario};
+
+fuzz_target!(|data: &[u8]| {
+    // libFuzzer's hook aborts on any panic; let the expected ones (user merges and
+    // key filters) unwind to the runner's `catch_unwind`.
+    harness::quiet_expected_panics();
+    let scenario = Scenario::generate(&mut harness::Bytes::new(data), harness::FUZZ_MAX_OPS);
+    if let Err(report) = conflate_ops::check::<Lockfree, Baseline>(&scenario) {
+        panic!("{report}\n{scenario}");
+    }
+});

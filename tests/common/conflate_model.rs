@@ -1,0 +1,483 @@
+//! A single-threaded reference model of the `keybus::conflate` API, written straight
+//! from SPEC.md and keybus-api.md with no concern for speed: one `VecDeque` of
+//! pending slots per receiver, in first-touch order.
+//!
+//! It is a third opinion for the differential runner: until the baseline lands it is
+//! the only independent oracle, and afterwards a disagreement of all three points at
+//! the one that is wrong. It exposes the same names and signatures as the real
+//! modules (minus the blocking and async forms, which single-threaded sequences
+//! cannot exercise), so `conflate_impl!` adapts it like any other.
+
+use keybus::{RecvError, RecvTimeoutError, SendError, TryRecvError};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use std::time::Instant;
+
+type MergeBox<V> = Rc<dyn Fn(V, V) -> Option<V>>;
+type PredBox<K> = Rc<dyn Fn(&K) -> bool>;
+
+/// `keybus::Event` is `#[non_exhaustive]`, so the model has its own with the same
+/// fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event<K, V> {
+    pub key: K,
+    pub value: V,
+    pub sends: u64,
+}
+
+enum Filter<K> {
+    All,
+    Key(K),
+    Pred(PredBox<K>),
+}
+
+impl<K: Eq> Filter<K> {
+    /// May run user code, which may panic; the caller holds no mutable borrow.
+    fn accepts(&self, key: &K) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Key(k) => k == key,
+            Filter::Pred(p) => p(key),
+        }
+    }
+}
+
+struct Slot<K, V> {
+    key: K,
+    value: V,
+    sends: u64,
+}
+
+struct Rx<K, V> {
+    filter: Filter<K>,
+    merge: Option<MergeBox<V>>,
+    /// Pending keys in first-touch order; at most one slot per key.
+    queue: VecDeque<Slot<K, V>>,
+    closed: bool,
+}
+
+struct State<K, V> {
+    merge: Option<MergeBox<V>>,
+    /// Registered receivers in registration (fan-out) order.
+    receivers: Vec<Rc<RefCell<Rx<K, V>>>>,
+    /// Hub and Sender handles alive; the send side closes when it reaches zero.
+    handles: usize,
+    tx_closed: bool,
+    hub_closed: bool,
+}
+
+type Shared<K, V> = Rc<RefCell<State<K, V>>>;
+
+pub struct Hub<K, V> {
+    shared: Shared<K, V>,
+}
+
+pub struct Sender<K, V> {
+    shared: Shared<K, V>,
+}
+
+pub struct Receiver<K, V> {
+    rx: Rc<RefCell<Rx<K, V>>>,
+    shared: Shared<K, V>,
+}
+
+pub struct ReceiverBuilder<K, V> {
+    shared: Shared<K, V>,
+    filter: Filter<K>,
+    merge: Option<MergeBox<V>>,
+}
+
+fn acquire<K, V>(shared: &Shared<K, V>) -> Shared<K, V> {
+    shared.borrow_mut().handles += 1;
+    shared.clone()
+}
+
+fn release<K, V>(shared: &Shared<K, V>) {
+    let mut s = shared.borrow_mut();
+    s.handles -= 1;
+    if s.handles == 0 {
+        s.tx_closed = true;
+    }
+}
+
+fn deregister<K, V>(shared: &Shared<K, V>, rx: &Rc<RefCell<Rx<K, V>>>) {
+    shared.borrow_mut().receivers.retain(|r| !Rc::ptr_eq(r, rx));
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
+    fn with(merge: Option<MergeBox<V>>) -> Self {
+        Hub {
+            shared: Rc::new(RefCell::new(State {
+                merge,
+                receivers: Vec::new(),
+                handles: 1,
+                tx_closed: false,
+                hub_closed: false,
+            })),
+        }
+    }
+
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self::with(None)
+    }
+
+    pub fn with_merge<F>(merge: F) -> Self
+    where
+        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
+    {
+        Self::with(Some(Rc::new(merge)))
+    }
+
+    pub fn sender(&self) -> Sender<K, V> {
+        Sender {
+            shared: acquire(&self.shared),
+        }
+    }
+
+    pub fn receiver(&self) -> Receiver<K, V> {
+        self.receiver_builder().build()
+    }
+
+    pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
+        ReceiverBuilder {
+            shared: self.shared.clone(),
+            filter: Filter::All,
+            merge: None,
+        }
+    }
+
+    /// Hard close: everything closes now and nothing drains.
+    pub fn close(&self) {
+        let receivers = {
+            let mut s = self.shared.borrow_mut();
+            s.tx_closed = true;
+            s.hub_closed = true;
+            std::mem::take(&mut s.receivers)
+        };
+        for rx in receivers {
+            let mut rx = rx.borrow_mut();
+            rx.closed = true;
+            rx.queue.clear();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.borrow().hub_closed
+    }
+}
+
+impl<K, V> Clone for Hub<K, V> {
+    fn clone(&self) -> Self {
+        Hub {
+            shared: acquire(&self.shared),
+        }
+    }
+}
+
+impl<K, V> Drop for Hub<K, V> {
+    fn drop(&mut self) {
+        release(&self.shared);
+    }
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
+    pub fn key(self, key: K) -> Self {
+        ReceiverBuilder {
+            filter: Filter::Key(key),
+            ..self
+        }
+    }
+
+    pub fn key_filter<F>(self, keep: F) -> Self
+    where
+        F: Fn(&K) -> bool + Send + Sync + 'static,
+    {
+        ReceiverBuilder {
+            filter: Filter::Pred(Rc::new(keep)),
+            ..self
+        }
+    }
+
+    pub fn merge<F>(self, merge: F) -> Self
+    where
+        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
+    {
+        ReceiverBuilder {
+            merge: Some(Rc::new(merge)),
+            ..self
+        }
+    }
+
+    pub fn build(self) -> Receiver<K, V> {
+        let mut s = self.shared.borrow_mut();
+        let rx = Rc::new(RefCell::new(Rx {
+            filter: self.filter,
+            merge: self.merge.or_else(|| s.merge.clone()),
+            queue: VecDeque::new(),
+            closed: s.hub_closed, // born closed after Hub::close
+        }));
+        if !s.hub_closed {
+            s.receivers.push(rx.clone());
+        }
+        drop(s);
+        Receiver {
+            rx,
+            shared: self.shared,
+        }
+    }
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
+    pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        let receivers = {
+            let s = self.shared.borrow();
+            if s.tx_closed {
+                return Err(SendError { key, value });
+            }
+            s.receivers.clone()
+        };
+        // Fan out in registration order. User code runs with no borrow held, so a
+        // panic leaves every receiver consistent: the ones before have the send,
+        // the panicking one and the ones after do not.
+        for rx in &receivers {
+            let accepted = rx.borrow().filter.accepts(&key);
+            if !accepted {
+                continue;
+            }
+            let mut r = rx.borrow_mut();
+            let Some(pos) = r.queue.iter().position(|slot| slot.key == key) else {
+                r.queue.push_back(Slot {
+                    key: key.clone(),
+                    value: value.clone(),
+                    sends: 1,
+                });
+                continue;
+            };
+            // Take the slot out before the merge: if the merge panics, the pending
+            // value is gone (keybus-api.md, rule 9), exactly as here.
+            let prev = r.queue.remove(pos).expect("position is in range");
+            let merge = r.merge.clone();
+            drop(r);
+            let merged = match merge {
+                None => Some(value.clone()),
+                Some(m) => m(prev.value, value.clone()),
+            };
+            if let Some(merged) = merged {
+                rx.borrow_mut().queue.insert(
+                    pos,
+                    Slot {
+                        key: prev.key,
+                        value: merged,
+                        sends: prev.sends + 1,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn close(&self) {
+        self.shared.borrow_mut().tx_closed = true;
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.borrow().tx_closed
+    }
+}
+
+impl<K, V> Clone for Sender<K, V> {
+    fn clone(&self) -> Self {
+        Sender {
+            shared: acquire(&self.shared),
+        }
+    }
+}
+
+impl<K, V> Drop for Sender<K, V> {
+    fn drop(&mut self) {
+        release(&self.shared);
+    }
+}
+
+/// What a receive finds, by SPEC precedence: closed beats empty beats value.
+enum Ready {
+    Closed,
+    Empty,
+    Value,
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
+    fn ready(&self) -> Ready {
+        let (hub_closed, tx_closed) = {
+            let s = self.shared.borrow();
+            (s.hub_closed, s.tx_closed)
+        };
+        let (closed, pending) = {
+            let r = self.rx.borrow();
+            (r.closed, !r.queue.is_empty())
+        };
+        if closed || hub_closed {
+            Ready::Closed
+        } else if pending {
+            Ready::Value
+        } else if tx_closed {
+            // Drained after a graceful close: the receiver deregisters itself.
+            self.close();
+            Ready::Closed
+        } else {
+            Ready::Empty
+        }
+    }
+
+    fn pop(&self) -> Event<K, V> {
+        let slot = self.rx.borrow_mut().queue.pop_front().expect("ready");
+        Event {
+            key: slot.key,
+            value: slot.value,
+            sends: slot.sends,
+        }
+    }
+
+    pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        match self.ready() {
+            Ready::Closed => Err(TryRecvError::Closed),
+            Ready::Empty => Err(TryRecvError::Empty),
+            Ready::Value => Ok(self.pop()),
+        }
+    }
+
+    pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
+        match self.ready() {
+            Ready::Closed => Err(TryRecvError::Closed),
+            Ready::Empty => Err(TryRecvError::Empty),
+            Ready::Value => Ok(std::mem::take(&mut self.rx.borrow_mut().queue)
+                .into_iter()
+                .map(|slot| Event {
+                    key: slot.key,
+                    value: slot.value,
+                    sends: slot.sends,
+                })
+                .collect()),
+        }
+    }
+
+    pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        match self.ready() {
+            Ready::Closed => Err(TryRecvError::Closed),
+            Ready::Empty => Err(TryRecvError::Empty),
+            Ready::Value => {
+                let r = self.rx.borrow();
+                let head = r.queue.front().expect("ready");
+                Ok(Event {
+                    key: head.key.clone(),
+                    value: head.value.clone(),
+                    sends: head.sends,
+                })
+            }
+        }
+    }
+
+    /// Only what a single thread can observe: nothing arrives while it "waits", so
+    /// any timeout answers like a zero one.
+    pub fn recv_timeout(&mut self, _timeout: Duration) -> Result<Event<K, V>, RecvTimeoutError> {
+        match self.ready() {
+            Ready::Closed => Err(RecvTimeoutError::Closed),
+            Ready::Empty => Err(RecvTimeoutError::Timeout),
+            Ready::Value => Ok(self.pop()),
+        }
+    }
+
+    /// Ready at once unless nothing is pending; then pending forever (no other
+    /// thread can send while a single-threaded sequence polls).
+    pub fn recv_async(&mut self) -> impl Future<Output = Result<Event<K, V>, RecvError>> + '_ {
+        let now = self.try_recv();
+        async move {
+            match now {
+                Err(TryRecvError::Empty) => std::future::pending().await,
+                Err(TryRecvError::Closed) => Err(RecvError),
+                Ok(event) => Ok(event),
+            }
+        }
+    }
+
+    /// Only callable where it would not block: a single thread cannot wait for a
+    /// send.
+    pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
+        match self.try_recv() {
+            Ok(event) => Ok(event),
+            Err(TryRecvError::Closed) => Err(RecvError),
+            Err(TryRecvError::Empty) => panic!("model: recv would block forever"),
+        }
+    }
+
+    pub fn recv_deadline(&mut self, _deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
+        self.recv_timeout(Duration::ZERO)
+    }
+
+    /// A blocking iterator; only advanced where `recv` would not block.
+    pub fn iter(&mut self) -> impl Iterator<Item = Event<K, V>> + '_ {
+        std::iter::from_fn(move || self.recv().ok())
+    }
+
+    pub fn try_iter(&mut self) -> impl Iterator<Item = Event<K, V>> + '_ {
+        std::iter::from_fn(move || self.try_recv().ok())
+    }
+
+    pub fn close(&self) {
+        let mut r = self.rx.borrow_mut();
+        if !r.closed {
+            r.closed = true;
+            r.queue.clear();
+            drop(r);
+            deregister(&self.shared, &self.rx);
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        let s = self.shared.borrow();
+        let r = self.rx.borrow();
+        r.closed || s.hub_closed || (s.tx_closed && r.queue.is_empty())
+    }
+
+    pub fn len(&self) -> usize {
+        let r = self.rx.borrow();
+        if r.closed {
+            0
+        } else {
+            r.queue.len()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K, V> Drop for Receiver<K, V> {
+    fn drop(&mut self) {
+        let mut r = self.rx.borrow_mut();
+        r.closed = true;
+        r.queue.clear();
+        drop(r);
+        deregister(&self.shared, &self.rx);
+    }
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> futures_core::Stream for Receiver<K, V> {
+    type Item = Event<K, V>;
+
+    /// Pending while empty (no other thread can send meanwhile); ends at closed.
+    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Event<K, V>>> {
+        match self.get_mut().try_recv() {
+            Ok(event) => Poll::Ready(Some(event)),
+            Err(TryRecvError::Closed) => Poll::Ready(None),
+            Err(TryRecvError::Empty) => Poll::Pending,
+        }
+    }
+}
