@@ -36,7 +36,8 @@
 //!   handle and receiver of an epoch is dropped, live bytes are back at the
 //!   starting level (within a small tolerance).
 //!
-//! Run the full soak with `cargo test --release --test soak -- --nocapture`.
+//! Run the full soak with `cargo test --release --test soak -- --nocapture`;
+//! `KEYBUS_SOAK_SEED` repeats a run's epoch shapes (its seed is printed).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -166,6 +167,16 @@ fn soak_budget() -> Duration {
         .filter(|s| s.is_finite() && *s >= 0.0)
         .unwrap_or(default);
     Duration::from_secs_f64(secs)
+}
+
+/// `KEYBUS_SOAK_SEED`, or a random one. The seed fixes every epoch's shape
+/// (keys, receivers, filters, endings, close moments); thread interleavings
+/// still differ from run to run.
+fn soak_seed() -> u64 {
+    std::env::var("KEYBUS_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..))
 }
 
 /// One run's share: four runs (two buses × two implementations).
@@ -496,6 +507,8 @@ struct ConflateTotals {
     panicked: u64,
     abandoned: u64,
     churned_receivers: u64,
+    /// The highest epoch peak, and the epoch closest to its bound.
+    max_peak: usize,
     peak: usize,
     bound: usize,
 }
@@ -946,6 +959,7 @@ macro_rules! soak_conflate {
                 totals.refused += tally.refused;
                 totals.panics += tally.panics;
                 totals.churned_receivers += churned;
+                totals.max_peak = totals.max_peak.max(peak);
                 // Keep the epoch that came closest to its bound.
                 if totals.bound == 0 || peak * totals.bound > totals.peak * bound {
                     totals.peak = peak;
@@ -955,7 +969,9 @@ macro_rules! soak_conflate {
 
             let _turn = take_turn();
             let budget = run_budget();
-            let seed = fastrand::u64(..);
+            let seed = soak_seed();
+            // Shown if the run fails (the harness prints captured output).
+            println!("soak {}: seed {seed} (KEYBUS_SOAK_SEED)", stringify!($name));
             let mut rng = fastrand::Rng::with_seed(seed);
             // A warm-up epoch first: lazily made per-process state (arc-swap's
             // per-thread debt nodes, kept for reuse) is then part of the start.
@@ -971,12 +987,13 @@ macro_rules! soak_conflate {
             let t = &totals;
             println!(
                 "soak {}: {:.1?}, seed {seed}, {} epochs (sender close {}, hub close {}, drop all {}), \
-                 closest to the memory bound: peak {:.0} KiB of {:.0} KiB\n  \
+                 peak heap {:.0} KiB above start \
+                 (closest to its bound: {:.0} KiB of {:.0} KiB)\n  \
                  sends: {} attempted = {} ok + {} refused + {} panicked; {} churn receivers\n  \
                  stable receivers: {} offered = {} filtered + {} delivered + {} annihilated + \
                  {} lost in panics + {} abandoned by close",
                 stringify!($name), took, t.epochs, t.endings[0], t.endings[1], t.endings[2],
-                kib(t.peak), kib(t.bound),
+                kib(t.max_peak), kib(t.peak), kib(t.bound),
                 t.attempts, t.ok, t.refused, t.panics, t.churned_receivers,
                 t.offered, t.filtered, t.delivered, t.annihilated, t.panicked, t.abandoned,
             );
@@ -1043,6 +1060,8 @@ struct BroadcastTotals {
     skipped: u64,
     gaps: u64,
     joins: u64,
+    /// The highest epoch peak, and the epoch closest to its bound.
+    max_peak: usize,
     peak: usize,
     bound: usize,
 }
@@ -1293,6 +1312,7 @@ macro_rules! soak_broadcast {
                 drop(table);
                 meter.assert_back_to_start(&format!("after epoch {index}"));
                 totals.epochs += 1;
+                totals.max_peak = totals.max_peak.max(peak);
                 // Keep the epoch that came closest to its bound.
                 if totals.bound == 0 || peak * totals.bound > totals.peak * bound {
                     totals.peak = peak;
@@ -1302,7 +1322,9 @@ macro_rules! soak_broadcast {
 
             let _turn = take_turn();
             let budget = run_budget();
-            let seed = fastrand::u64(..);
+            let seed = soak_seed();
+            // Shown if the run fails (the harness prints captured output).
+            println!("soak {}: seed {seed} (KEYBUS_SOAK_SEED)", stringify!($name));
             let mut rng = fastrand::Rng::with_seed(seed);
             epoch(usize::MAX, &mut rng, &mut BroadcastTotals::default(), &Meter::start());
             let meter = Meter::start();
@@ -1315,11 +1337,12 @@ macro_rules! soak_broadcast {
             meter.assert_back_to_start("after the run");
             let t = &totals;
             println!(
-                "soak {}: {:.1?}, seed {seed}, {} epochs, closest to the memory bound: peak {:.0} KiB of {:.0} KiB\n  \
+                "soak {}: {:.1?}, seed {seed}, {} epochs, peak heap {:.0} KiB above start \
+                 (closest to its bound: {:.0} KiB of {:.0} KiB)\n  \
                  appends: {} new revisions, {} unchanged (append_if_changed), {} refused after close; \
                  {} snapshot-then-subscribe joins\n  \
                  readers: {} entries read + {} revisions skipped in {} gaps",
-                stringify!($name), took, t.epochs, kib(t.peak), kib(t.bound),
+                stringify!($name), took, t.epochs, kib(t.max_peak), kib(t.peak), kib(t.bound),
                 t.appends, t.unchanged, t.refused, t.joins, t.read, t.skipped, t.gaps,
             );
         }
