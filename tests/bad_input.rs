@@ -742,12 +742,7 @@ macro_rules! bad_input_conflate {
 }
 
 bad_input_conflate!(conflate_baseline, keybus::baseline::conflate);
-bad_input_conflate!(
-    conflate_lockfree,
-    keybus::conflate,
-    #[ignore = "KNOWN BUG in keybus::conflate: a K::clone panic after the ticket was queued \
-                leaves an orphan ticket (len() too high, lost wake-up); see the h6 report"]
-);
+bad_input_conflate!(conflate_lockfree, keybus::conflate);
 
 macro_rules! bad_input_broadcast {
     ($name:ident, $($m:ident)::+) => {
