@@ -38,7 +38,7 @@
 
 pub use crate::{AppendError, Entry, ReadError};
 
-use crate::sync::{lock, Arc, Mutex, Notify};
+use crate::sync::{lock, Arc, AtomicUsize, Mutex, Notify, Ordering};
 use crate::wait::{block, WaitFuture};
 use std::fmt;
 use std::future::Future;
@@ -104,6 +104,8 @@ impl<T> State<T> {
 struct Shared<T> {
     state: Mutex<State<T>>,
     capacity: usize,
+    /// `Buffer` handles alive (readers do not count).
+    handles: AtomicUsize,
     notify: Notify,
     generation: u64,
 }
@@ -118,8 +120,22 @@ pub struct Buffer<T> {
 
 impl<T> Clone for Buffer<T> {
     fn clone(&self) -> Self {
+        // Relaxed: cloned from a live handle (as `Arc::clone`).
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
         Buffer {
             shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Dropping the last `Buffer` handle closes the buffer (readers drain, then
+/// `Closed`), as in `keybus::broadcast`.
+impl<T> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        // AcqRel: the last release sees every other handle's appends done.
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            lock(&self.shared.state).closed = true;
+            self.shared.notify.notify(usize::MAX);
         }
     }
 }
@@ -188,6 +204,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
                     closed: false,
                 }),
                 capacity,
+                handles: AtomicUsize::new(1),
                 notify: Notify::new(),
                 generation: crate::broadcast::generation::next(),
             }),

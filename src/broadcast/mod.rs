@@ -97,8 +97,10 @@
 //! [`Buffer::close`] is idempotent and closes the one ring behind every handle.
 //! Appends after it fail with [`AppendError`], which hands the value back. Readers
 //! still get every retained entry past their cursor, then [`ReadError::Closed`];
-//! blocked and async readers are woken. Dropping handles does not close: a buffer
-//! lives while any `Buffer` or `Reader` handle does.
+//! blocked and async readers are woken. Dropping the last `Buffer` handle closes
+//! the buffer too (nothing can be appended any more), so a `Reader` that outlives
+//! every `Buffer` drains and then gets `Closed`, as with tokio's broadcast; the
+//! ring's memory lives while any `Buffer` or `Reader` does.
 //!
 //! ```
 //! use keybus::broadcast::{AppendError, Buffer, ReadError};
@@ -197,9 +199,19 @@ pub struct Buffer<T> {
 
 impl<T> Clone for Buffer<T> {
     fn clone(&self) -> Self {
+        self.ring.acquire_handle();
         Buffer {
             ring: self.ring.clone(),
         }
+    }
+}
+
+/// Dropping the last `Buffer` handle closes the buffer: nothing can be appended
+/// any more, so readers drain what is retained and then get `Closed` instead of
+/// waiting forever.
+impl<T> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        self.ring.release_handle();
     }
 }
 

@@ -2,7 +2,7 @@
 //! committed tail, the close flag, the writer lock and the wake-up notifier.
 
 use super::slot::{Slot, SlotRead};
-use crate::sync::{lock, AtomicBool, AtomicU64, CellArc, Mutex, Notify, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, CellArc, Mutex, Notify, Ordering};
 use crate::{AppendError, Entry, ReadError};
 use std::fmt;
 
@@ -49,6 +49,9 @@ pub(super) struct Ring<T> {
     /// commit. Readers Acquire-load it *before* the tail: a reader that sees it set
     /// then sees the final tail, so `Closed` is only answered once nothing is left.
     closed: AtomicBool,
+    /// `Buffer` handles alive (readers do not count): the last one to drop closes
+    /// the ring, since nothing can ever be appended again.
+    handles: AtomicUsize,
     writer: Mutex<Writer<T>>,
     pub(super) notify: Notify,
     generation: u64,
@@ -66,6 +69,7 @@ impl<T> Ring<T> {
             capacity: capacity as u64,
             tail: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            handles: AtomicUsize::new(1),
             writer: Mutex::new(Writer {
                 revision: 0,
                 spare: None,
@@ -165,6 +169,20 @@ impl<T> Ring<T> {
         // commit stamp (and value) is visible to whoever sees this revision.
         self.tail.store(revision, Ordering::Release);
         (revision, retired)
+    }
+
+    pub(super) fn acquire_handle(&self) {
+        // Relaxed: a handle is cloned from a live one, which keeps the count
+        // above zero meanwhile (as `Arc::clone`).
+        self.handles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops a `Buffer` handle; the last one closes the ring. AcqRel: the last
+    /// release sees every other handle's appends done before it closes.
+    pub(super) fn release_handle(&self) {
+        if self.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.close();
+        }
     }
 
     pub(super) fn close(&self) {

@@ -23,6 +23,8 @@ struct Ring<T> {
     entries: VecDeque<Entry<T>>,
     tail: u64,
     closed: bool,
+    /// `Buffer` handles alive; readers do not count. The last drop closes.
+    handles: usize,
     generation: u64,
 }
 
@@ -71,12 +73,30 @@ impl<T: Clone> Ring<T> {
 
 pub struct Buffer<T> {
     ring: Rc<RefCell<Ring<T>>>,
+    /// A user's handle (counted), or a reader's view of the ring (not counted).
+    counted: bool,
 }
 
 impl<T> Clone for Buffer<T> {
     fn clone(&self) -> Self {
+        if self.counted {
+            self.ring.borrow_mut().handles += 1;
+        }
         Buffer {
             ring: self.ring.clone(),
+            counted: self.counted,
+        }
+    }
+}
+
+impl<T> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        if self.counted {
+            let mut ring = self.ring.borrow_mut();
+            ring.handles -= 1;
+            if ring.handles == 0 {
+                ring.closed = true;
+            }
         }
     }
 }
@@ -90,8 +110,10 @@ impl<T: Clone + 'static> Buffer<T> {
                 entries: VecDeque::with_capacity(capacity),
                 tail: 0,
                 closed: false,
+                handles: 1,
                 generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
             })),
+            counted: true,
         }
     }
 
@@ -191,7 +213,10 @@ impl<T: Clone + 'static> Buffer<T> {
 
     pub fn reader_at(&self, after: u64) -> Reader<T> {
         Reader {
-            buffer: self.clone(),
+            buffer: Buffer {
+                ring: self.ring.clone(),
+                counted: false,
+            },
             cursor: after,
         }
     }
