@@ -906,7 +906,7 @@ macro_rules! bad_input_broadcast {
                 assert_eq!(got, [4, 5, 6]);
                 assert_eq!(r.try_next(), Err(ReadError::Closed));
                 assert_eq!(r.next(), Err(ReadError::Closed));
-                assert_eq!(block_on(r.next_async()), Err(ReadError::Closed));
+                assert_eq!(poll_once(r.next_async()), Poll::Ready(Err(ReadError::Closed)));
                 assert_eq!(r.cursor(), 6);
             }
 
