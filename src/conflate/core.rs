@@ -40,7 +40,7 @@ use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
-use hashbrown::hash_table::{Entry as TableEntry, HashTable};
+use hashbrown::hash_table::HashTable;
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -289,21 +289,27 @@ where
         // Acquire pairs with the Release in `cut`. The argument that a cut is one
         // instant needs only that this load happens under the shard lock: see `cut`.
         let epoch = self.epoch.load(Ordering::Acquire);
-        let woke_queue = match shard.entry(hash, |s| s.key == *key, |s| s.hash) {
-            TableEntry::Vacant(vacant) => {
+        // `find_entry`, not `entry`: a lookup that hits must not reserve room for
+        // an insert (which could grow a full table), so coalescing never allocates.
+        let woke_queue = match shard.find_entry(hash, |s| s.key == *key) {
+            Err(absent) => {
                 // Both copies of the key are made before anything changes, so a
                 // panicking `K::clone` leaves this receiver as it was.
                 let slot_key = key.clone();
                 let (pending, first) = self.enqueue(key.clone(), hash, value);
-                vacant.insert(Slot {
-                    key: slot_key,
+                absent.into_table().insert_unique(
                     hash,
-                    live: Some(pending),
-                    cut: None,
-                });
+                    Slot {
+                        key: slot_key,
+                        hash,
+                        live: Some(pending),
+                        cut: None,
+                    },
+                    |s| s.hash,
+                );
                 first
             }
-            TableEntry::Occupied(mut occupied) => {
+            Ok(mut occupied) => {
                 let slot = occupied.get_mut();
                 if let (Merge::NewerWins, Some(p)) = (&self.merge, &mut slot.live) {
                     if p.epoch == epoch {
@@ -515,6 +521,11 @@ where
     ///   the old epoch, so no send that happened-before it can have read the new one
     ///   (coherence): the batch is closed under happens-before, i.e. one cut.
     pub(crate) fn cut(&self, local: &mut Local<K>) -> Vec<Event<K, V>> {
+        // Nothing queued anywhere: the empty batch is the instant of this load (a
+        // pending value always has its ticket in one of the two lists).
+        if local.private.is_empty() && self.queue.queued.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
         {
             let mut q = lock(&self.queue.lock);
             q.epoch += 1;
