@@ -1,92 +1,49 @@
 //! The conflate benchmark scenarios, written once and expanded per implementation
-//! (`keybus::conflate`, `keybus::baseline::conflate`) by `conflate_scenarios!`.
-//! Shared by `benches/conflate.rs` (criterion) and `examples/bench-report.rs`.
+//! by `conflate_scenarios!`: `keybus::conflate`, `keybus::baseline::conflate`, and
+//! the peers of `conflate_peers.rs` (hand-rolled mutex map, tokio watch per key,
+//! tokio broadcast), which expose the same small surface. Shared by
+//! `benches/conflate.rs` (criterion) and `examples/bench-report.rs`.
 //!
-//! Every scenario returns the wall time of `sends` sends *including* the receivers'
-//! drain after a graceful close, so a design cannot look fast by leaving work
-//! behind in its queues.
+//! Every throughput scenario returns the wall time of `sends` sends *including*
+//! the receivers' drain after a graceful close, so a design cannot look fast by
+//! leaving work behind in its queues.
+//!
+//! Each expansion carries `CAPS` ([`peers::Caps`]): which key sets and backlogs the
+//! implementation takes part in. keybus and the baseline take part in everything;
+//! each peer's module says what it skips and why.
 
 #![allow(dead_code)]
 
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+#[path = "common.rs"]
+mod common;
+pub use common::*;
 
-/// Percentiles of publisher send latency, in nanoseconds.
-#[derive(Debug, Clone, Copy)]
-pub struct Latency {
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-    pub samples: usize,
-}
+/// The peers (`mutex_map`, `tokio_watch`, `tokio_broadcast`) and their `Caps`.
+#[path = "conflate_peers.rs"]
+pub mod peers;
 
-impl Latency {
-    pub fn from_samples(mut ns: Vec<u64>) -> Latency {
-        ns.sort_unstable();
-        let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize];
-        Latency {
-            p50: at(0.50),
-            p99: at(0.99),
-            max: *ns.last().unwrap(),
-            samples: ns.len(),
-        }
-    }
-}
-
-/// Splits `total` sends over `senders` as evenly as possible.
-pub fn share(total: u64, senders: u64, i: u64) -> u64 {
-    total / senders + u64::from(i < total % senders)
-}
-
-/// Runs `senders` producer threads and `receivers` consumer threads around one
-/// start barrier; returns the time from the barrier to the last consumer's end.
-pub fn timed_run(
-    senders: Vec<Box<dyn FnOnce() + Send>>,
-    receivers: Vec<Box<dyn FnOnce() + Send>>,
-    after_senders: impl FnOnce(),
-) -> Duration {
-    let barrier = Barrier::new(senders.len() + receivers.len() + 1);
-    std::thread::scope(|s| {
-        let producers: Vec<_> = senders
-            .into_iter()
-            .map(|f| {
-                let b = &barrier;
-                s.spawn(move || {
-                    b.wait();
-                    f()
-                })
-            })
-            .collect();
-        let consumers: Vec<_> = receivers
-            .into_iter()
-            .map(|f| {
-                let b = &barrier;
-                s.spawn(move || {
-                    b.wait();
-                    f()
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        for p in producers {
-            p.join().unwrap();
-        }
-        after_senders();
-        for c in consumers {
-            c.join().unwrap();
-        }
-        start.elapsed()
-    })
-}
-
-/// Expands the scenarios for one implementation module.
+/// Expands the scenarios for one implementation module:
+/// `conflate_scenarios!(name, path::to::module)` (takes part in everything) or
+/// `conflate_scenarios!(name, path::to::module, caps = EXPR)`.
 macro_rules! conflate_scenarios {
-    ($name:ident, $($m:tt)::+) => {
+    ($name:ident, $($m:tt)::+, caps = $caps:expr) => {
         pub mod $name {
             use super::*;
             use $($m)::+ as imp;
             use std::time::{Duration, Instant};
+
+            /// What this implementation takes part in.
+            pub const CAPS: peers::Caps = $caps;
+
+            /// Whether `fan_out` over `keys` keys runs here.
+            pub fn runs_keys(keys: u64) -> bool {
+                keys <= CAPS.max_keys
+            }
+
+            /// Whether a `backlog`-key backlog (`drain_cost`, `cut_latency`) runs here.
+            pub fn runs_backlog(backlog: u64) -> bool {
+                backlog <= CAPS.max_backlog.min(CAPS.max_keys)
+            }
 
             /// `sends` sends on a hub with no receiver.
             pub fn no_receiver(sends: u64) -> Duration {
@@ -101,6 +58,7 @@ macro_rules! conflate_scenarios {
 
             /// `senders` threads send `sends` in all over `keys` keys (each sender
             /// cycles through them); `receivers` threads `recv` until closed.
+            /// With `keys` >= `sends` every send is a fresh (cold) key.
             pub fn fan_out(senders: u64, receivers: u64, keys: u64, sends: u64) -> Duration {
                 let hub: imp::Hub<u64, u64> = imp::Hub::new();
                 let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
@@ -137,6 +95,27 @@ macro_rules! conflate_scenarios {
                     .collect();
                 // Senders are dropped by their threads: the send side closes then.
                 timed_run(producers, consumers, || {})
+            }
+
+            /// The cost of `try_recv_all` alone over a `backlog`-key backlog,
+            /// `iters` times: each round refills keys `0..backlog` (not timed) and
+            /// times one cut. Warm: the same keys every round.
+            pub fn drain_cost(backlog: u64, iters: u64) -> Duration {
+                let hub: imp::Hub<u64, u64> = imp::Hub::new();
+                let mut rx = hub.receiver();
+                let tx = hub.sender();
+                let mut total = Duration::ZERO;
+                for round in 0..iters.max(1) {
+                    for k in 0..backlog {
+                        tx.send(k, round).unwrap();
+                    }
+                    let start = Instant::now();
+                    let batch = rx.try_recv_all().unwrap();
+                    total += start.elapsed();
+                    assert_eq!(batch.len() as u64, backlog, "one entry per pending key");
+                    drop(std::hint::black_box(batch));
+                }
+                total
             }
 
             /// Publisher send latency while one receiver repeatedly takes
@@ -177,5 +156,8 @@ macro_rules! conflate_scenarios {
                 Latency::from_samples(samples)
             }
         }
+    };
+    ($name:ident, $($m:tt)::+) => {
+        conflate_scenarios!($name, $($m)::+, caps = peers::Caps::ALL);
     };
 }
