@@ -28,69 +28,17 @@ use std::time::Duration;
 mod scenarios;
 use scenarios::*;
 
-conflate_scenarios!(keybus_impl, keybus::conflate);
-conflate_scenarios!(baseline_impl, keybus::baseline::conflate);
-conflate_scenarios!(
-    mutex_map_impl,
-    peers::mutex_map,
-    caps = peers::mutex_map::CAPS
-);
-conflate_scenarios!(
-    watch_impl,
-    peers::tokio_watch,
-    caps = peers::tokio_watch::CAPS
-);
-conflate_scenarios!(
-    tokio_broadcast_impl,
-    peers::tokio_broadcast,
-    caps = peers::tokio_broadcast::CAPS
-);
+conflate_suite!();
 
 /// Sends per criterion iteration in the threaded scenarios: large enough that
 /// spawning the threads is noise.
 const BATCH: u64 = 100_000;
 
-/// Every implementation: (name, no_receiver, fan_out, drain_cost, cut_latency,
-/// runs_keys, runs_backlog, runs cut_latency).
-type Impl = (
-    &'static str,
-    fn(u64) -> Duration,
-    fn(u64, u64, u64, u64) -> Duration,
-    fn(u64, u64) -> Duration,
-    fn(u64, u64) -> Latency,
-    fn(u64) -> bool,
-    fn(u64) -> bool,
-    bool,
-);
-
-macro_rules! imp {
-    ($label:literal, $m:ident) => {
-        (
-            $label,
-            $m::no_receiver,
-            $m::fan_out,
-            $m::drain_cost,
-            $m::cut_latency,
-            $m::runs_keys,
-            $m::runs_backlog,
-            $m::CAPS.cut_latency,
-        )
-    };
-}
-
-const IMPLS: [Impl; 5] = [
-    imp!("keybus", keybus_impl),
-    imp!("baseline", baseline_impl),
-    imp!("mutex-map", mutex_map_impl),
-    imp!("tokio-watch", watch_impl),
-    imp!("tokio-broadcast", tokio_broadcast_impl),
-];
-
 fn no_receiver(c: &mut Criterion) {
     let mut g = c.benchmark_group("conflate/no_receiver_send");
     g.throughput(Throughput::Elements(1));
-    for (name, no_receiver, ..) in IMPLS {
-        g.bench_function(name, |b| b.iter_custom(no_receiver));
+    for imp in CONFLATE_IMPLS {
+        g.bench_function(imp.name, |b| b.iter_custom(imp.no_receiver));
     }
     g.finish();
 }
@@ -101,12 +49,12 @@ fn threaded(c: &mut Criterion, name: &str, senders: u64, receivers: u64, keys: u
         .sample_size(10)
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(batch));
-    for (imp, _, fan_out, _, _, runs_keys, _, _) in IMPLS {
-        if runs_keys(keys) {
-            g.bench_function(imp, |b| {
+    for imp in CONFLATE_IMPLS {
+        if imp.runs_keys(keys) {
+            g.bench_function(imp.name, |b| {
                 b.iter_custom(|iters| {
                     (0..iters)
-                        .map(|_| fan_out(senders, receivers, keys, batch))
+                        .map(|_| (imp.fan_out)(senders, receivers, keys, batch))
                         .sum::<Duration>()
                 })
             });
@@ -134,10 +82,10 @@ fn drain(c: &mut Criterion) {
     g.sampling_mode(SamplingMode::Flat).sample_size(10);
     for backlog in [100u64, 1_000, 10_000, 100_000] {
         g.throughput(Throughput::Elements(backlog));
-        for (name, _, _, drain_cost, _, _, runs_backlog, _) in IMPLS {
-            if runs_backlog(backlog) {
-                g.bench_with_input(BenchmarkId::new(name, backlog), &backlog, |b, &n| {
-                    b.iter_custom(|iters| drain_cost(n, iters))
+        for imp in CONFLATE_IMPLS {
+            if imp.runs_backlog(backlog) {
+                g.bench_with_input(BenchmarkId::new(imp.name, backlog), &backlog, |b, &n| {
+                    b.iter_custom(|iters| (imp.drain_cost)(n, iters))
                 });
             }
         }
@@ -157,12 +105,13 @@ fn main() {
         return;
     }
     println!("\nconflate/publisher latency while a receiver cuts a 100,000-key backlog");
-    for (name, _, _, _, cut_latency, _, _, runs) in IMPLS {
-        if !runs {
+    for imp in CONFLATE_IMPLS {
+        let name = imp.name;
+        if !imp.caps.cut_latency {
             println!("  {name:<16} skipped (see support/conflate_peers.rs)");
             continue;
         }
-        let lat = cut_latency(100_000, 5);
+        let lat = (imp.cut_latency)(100_000, 5);
         println!(
             "  {name:<16} p50 {:>7} ns  p99 {:>9} ns  max {:>10} ns  ({} sends)",
             lat.p50, lat.p99, lat.max, lat.samples

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 pub struct Latency {
     pub p50: u64,
+    pub p90: u64,
     pub p99: u64,
+    pub p999: u64,
     pub max: u64,
     pub samples: usize,
 }
@@ -21,7 +23,9 @@ impl Latency {
         let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize];
         Latency {
             p50: at(0.50),
+            p90: at(0.90),
             p99: at(0.99),
+            p999: at(0.999),
             max: *ns.last().unwrap(),
             samples: ns.len(),
         }
@@ -34,7 +38,13 @@ pub fn share(total: u64, senders: u64, i: u64) -> u64 {
 }
 
 /// Runs `senders` producer threads and `receivers` consumer threads around one
-/// start barrier; returns the time from the barrier to the last consumer's end.
+/// start barrier; returns the time from the first thread's start to the last
+/// thread's end.
+///
+/// Every thread reads the clock itself, right after the barrier and right after
+/// its work: with more threads than cores, the thread that would otherwise read
+/// the start time can be descheduled past the barrier while a producer does all
+/// its work, which made whole runs look nearly free.
 pub fn timed_run<'a>(
     senders: Vec<Box<dyn FnOnce() + Send + 'a>>,
     receivers: Vec<Box<dyn FnOnce() + Send + 'a>>,
@@ -42,35 +52,32 @@ pub fn timed_run<'a>(
 ) -> Duration {
     let barrier = Barrier::new(senders.len() + receivers.len() + 1);
     std::thread::scope(|s| {
-        let producers: Vec<_> = senders
-            .into_iter()
-            .map(|f| {
-                let b = &barrier;
-                s.spawn(move || {
-                    b.wait();
-                    f()
-                })
+        let spawn = |f: Box<dyn FnOnce() + Send + 'a>| {
+            let b = &barrier;
+            s.spawn(move || {
+                b.wait();
+                let start = Instant::now();
+                f();
+                (start, Instant::now())
             })
-            .collect();
-        let consumers: Vec<_> = receivers
-            .into_iter()
-            .map(|f| {
-                let b = &barrier;
-                s.spawn(move || {
-                    b.wait();
-                    f()
-                })
-            })
-            .collect();
+        };
+        let producers: Vec<_> = senders.into_iter().map(spawn).collect();
+        let consumers: Vec<_> = receivers.into_iter().map(spawn).collect();
         barrier.wait();
-        let start = Instant::now();
-        for p in producers {
-            p.join().unwrap();
-        }
+        let mut spans: Vec<(Instant, Instant)> =
+            producers.into_iter().map(|p| p.join().unwrap()).collect();
         after_senders();
-        for c in consumers {
-            c.join().unwrap();
-        }
-        start.elapsed()
+        spans.extend(consumers.into_iter().map(|c| c.join().unwrap()));
+        let start = spans
+            .iter()
+            .map(|s| s.0)
+            .min()
+            .expect("at least one thread");
+        let end = spans
+            .iter()
+            .map(|s| s.1)
+            .max()
+            .expect("at least one thread");
+        end - start
     })
 }

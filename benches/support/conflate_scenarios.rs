@@ -35,16 +35,6 @@ macro_rules! conflate_scenarios {
             /// What this implementation takes part in.
             pub const CAPS: peers::Caps = $caps;
 
-            /// Whether `fan_out` over `keys` keys runs here.
-            pub fn runs_keys(keys: u64) -> bool {
-                keys <= CAPS.max_keys
-            }
-
-            /// Whether a `backlog`-key backlog (`drain_cost`, `cut_latency`) runs here.
-            pub fn runs_backlog(backlog: u64) -> bool {
-                backlog <= CAPS.max_backlog.min(CAPS.max_keys)
-            }
-
             /// `sends` sends on a hub with no receiver.
             pub fn no_receiver(sends: u64) -> Duration {
                 let hub: imp::Hub<u64, u64> = imp::Hub::new();
@@ -159,5 +149,80 @@ macro_rules! conflate_scenarios {
     };
     ($name:ident, $($m:tt)::+) => {
         conflate_scenarios!($name, $($m)::+, caps = peers::Caps::ALL);
+    };
+}
+
+/// Which side of the comparison an implementation is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Keybus,
+    Baseline,
+    Peer,
+}
+
+/// One implementation's scenarios, as plain function pointers.
+#[derive(Clone, Copy)]
+pub struct ConflateImpl {
+    pub name: &'static str,
+    pub role: Role,
+    pub caps: peers::Caps,
+    pub no_receiver: fn(u64) -> std::time::Duration,
+    pub fan_out: fn(u64, u64, u64, u64) -> std::time::Duration,
+    pub drain_cost: fn(u64, u64) -> std::time::Duration,
+    pub cut_latency: fn(u64, u64) -> Latency,
+}
+
+impl ConflateImpl {
+    /// Whether `fan_out` over `keys` keys runs here.
+    pub fn runs_keys(&self, keys: u64) -> bool {
+        keys <= self.caps.max_keys
+    }
+
+    /// Whether a `backlog`-key `drain_cost` runs here.
+    pub fn runs_backlog(&self, backlog: u64) -> bool {
+        backlog <= self.caps.max_backlog.min(self.caps.max_keys)
+    }
+}
+
+/// Expands the scenarios for keybus, the baseline and every peer, and lists them
+/// in `CONFLATE_IMPLS` (keybus first, then the baseline, then the peers).
+macro_rules! conflate_suite {
+    () => {
+        conflate_scenarios!(keybus_impl, keybus::conflate);
+        conflate_scenarios!(baseline_impl, keybus::baseline::conflate);
+        conflate_scenarios!(
+            mutex_map_impl,
+            peers::mutex_map,
+            caps = peers::mutex_map::CAPS
+        );
+        conflate_scenarios!(
+            watch_impl,
+            peers::tokio_watch,
+            caps = peers::tokio_watch::CAPS
+        );
+        conflate_scenarios!(
+            tokio_broadcast_impl,
+            peers::tokio_broadcast,
+            caps = peers::tokio_broadcast::CAPS
+        );
+
+        pub const CONFLATE_IMPLS: [ConflateImpl; 5] = [
+    conflate_suite!(@impl "keybus", Role::Keybus, keybus_impl),
+    conflate_suite!(@impl "baseline", Role::Baseline, baseline_impl),
+    conflate_suite!(@impl "mutex-map", Role::Peer, mutex_map_impl),
+    conflate_suite!(@impl "tokio-watch", Role::Peer, watch_impl),
+    conflate_suite!(@impl "tokio-broadcast", Role::Peer, tokio_broadcast_impl),
+        ];
+    };
+    (@impl $label:literal, $role:expr, $m:ident) => {
+        ConflateImpl {
+            name: $label,
+            role: $role,
+            caps: $m::CAPS,
+            no_receiver: $m::no_receiver,
+            fan_out: $m::fan_out,
+            drain_cost: $m::drain_cost,
+            cut_latency: $m::cut_latency,
+        }
     };
 }
