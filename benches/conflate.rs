@@ -23,6 +23,9 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 
+#[path = "support/common.rs"]
+mod common;
+
 #[macro_use]
 #[path = "support/conflate_scenarios.rs"]
 mod scenarios;

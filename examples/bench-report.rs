@@ -34,6 +34,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+#[path = "../benches/support/common.rs"]
+mod common;
+
 #[macro_use]
 #[path = "../benches/support/conflate_scenarios.rs"]
 mod conflate_support;

@@ -26,9 +26,9 @@
 
 #![allow(dead_code)]
 
-#[path = "common.rs"]
-mod common;
-pub use common::*;
+// `support/common.rs`, declared once by the including crate as `common` next to
+// this module (so that a driver including both scenario files loads it once).
+pub use super::common::*;
 
 /// The implementations, behind one surface.
 #[path = "broadcast_peers.rs"]
