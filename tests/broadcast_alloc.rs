@@ -109,7 +109,7 @@ macro_rules! concurrent_reader_appends {
             use std::sync::atomic::{AtomicU64, Ordering};
             use std::sync::Arc;
             const READS: u64 = 20_000;
-            const MAX_APPENDS: u64 = 20_000_000;
+            const MAX_APPENDS: u64 = 5_000_000;
             let buf: Buffer<[u64; 4]> = Buffer::new(64);
             for i in 1..=128 {
                 buf.append([i; 4]).unwrap();
