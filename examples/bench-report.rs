@@ -330,19 +330,22 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
         out.push(Scenario {
             name: format!("conflate/{name}"),
             ops: sends,
-            extra: None,
+            extra: Some("sends accounted"),
             plot,
             max_rounds: if keys >= 1_000_000 { 3 } else { usize::MAX },
             entries: cf::CONFLATE_IMPLS
                 .iter()
                 .map(|imp| {
-                    let f = imp.fan_out;
+                    let f = imp.fan_out_counted;
                     Entry {
                         name: imp.name,
                         side: imp.role.into(),
                         not_comparable: None,
                         run: if imp.runs_keys(keys) {
-                            Ok(Box::new(move || (f(s, r, keys, sends), None)) as Measure)
+                            Ok(Box::new(move || {
+                                let (d, accounted) = f(s, r, keys, sends);
+                                (d, Some(100.0 * accounted as f64 / (sends * r) as f64))
+                            }) as Measure)
                         } else {
                             Err("more keys than it can hold sensibly (one channel per key)")
                         },

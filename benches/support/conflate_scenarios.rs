@@ -50,6 +50,19 @@ macro_rules! conflate_scenarios {
             /// cycles through them); `receivers` threads `recv` until closed.
             /// With `keys` >= `sends` every send is a fresh (cold) key.
             pub fn fan_out(senders: u64, receivers: u64, keys: u64, sends: u64) -> Duration {
+                fan_out_counted(senders, receivers, keys, sends).0
+            }
+
+            /// [`fan_out`], also returning the sends the receivers' events stand
+            /// for (the sum of `Event::sends`, over every receiver): `sends ×
+            /// receivers` where every send is accounted for.
+            pub fn fan_out_counted(
+                senders: u64,
+                receivers: u64,
+                keys: u64,
+                sends: u64,
+            ) -> (Duration, u64) {
+                let accounted = std::sync::atomic::AtomicU64::new(0);
                 let hub: imp::Hub<u64, u64> = imp::Hub::new();
                 let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
                 let txs: Vec<_> = (0..senders).map(|_| hub.sender()).collect();
@@ -74,17 +87,19 @@ macro_rules! conflate_scenarios {
                 let consumers = rxs
                     .into_iter()
                     .map(|mut rx| {
+                        let accounted = &accounted;
                         Box::new(move || {
                             let mut folded = 0u64;
                             while let Ok(e) = rx.recv() {
                                 folded += e.sends;
                             }
-                            std::hint::black_box(folded);
-                        }) as Box<dyn FnOnce() + Send>
+                            accounted.fetch_add(folded, std::sync::atomic::Ordering::Relaxed);
+                        }) as Box<dyn FnOnce() + Send + '_>
                     })
                     .collect();
                 // Senders are dropped by their threads: the send side closes then.
-                timed_run(producers, consumers, || {})
+                let elapsed = timed_run(producers, consumers, || {});
+                (elapsed, accounted.into_inner())
             }
 
             /// The cost of `try_recv_all` alone over a `backlog`-key backlog,
@@ -168,6 +183,7 @@ pub struct ConflateImpl {
     pub caps: peers::Caps,
     pub no_receiver: fn(u64) -> std::time::Duration,
     pub fan_out: fn(u64, u64, u64, u64) -> std::time::Duration,
+    pub fan_out_counted: fn(u64, u64, u64, u64) -> (std::time::Duration, u64),
     pub drain_cost: fn(u64, u64) -> std::time::Duration,
     pub cut_latency: fn(u64, u64) -> Latency,
 }
@@ -221,6 +237,7 @@ macro_rules! conflate_suite {
             caps: $m::CAPS,
             no_receiver: $m::no_receiver,
             fan_out: $m::fan_out,
+            fan_out_counted: $m::fan_out_counted,
             drain_cost: $m::drain_cost,
             cut_latency: $m::cut_latency,
         }
