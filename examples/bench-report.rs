@@ -687,7 +687,8 @@ fn line_chart(
     }
     let ys = data.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y));
     let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
-    let (lo, hi) = (lo / 1.6, hi * 1.6);
+    // Headroom at the top (log scale) keeps the legend off the data.
+    let (lo, hi) = (lo / 1.6, hi * 12.0);
     let x_max = x_ticks.iter().copied().fold(0.0, f64::max);
     let x_min = x_ticks.iter().copied().fold(f64::MAX, f64::min);
     let pad = (x_max - x_min).max(1.0) * 0.05;
