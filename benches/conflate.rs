@@ -1,20 +1,37 @@
-//! keybus::conflate against keybus::baseline::conflate, in the same run.
+//! keybus::conflate against keybus::baseline::conflate and the peers a user would
+//! write instead (a hand-rolled `Mutex<HashMap + VecDeque> + Condvar` per
+//! receiver, one `tokio::sync::watch` per key, `tokio::sync::broadcast` with
+//! drop-oldest), all in the same run.
 //!
-//! `cargo bench --bench conflate`. Each criterion iteration is a batch of sends
-//! including the receivers' drain; compare the two lines of each group (the ratio
-//! is what carries across machines). After criterion, the publisher-latency-during-
-//! a-cut scenario prints its percentiles for both.
+//! `cargo bench --bench conflate`. Each criterion iteration of the threaded
+//! scenarios is a batch of sends including the receivers' drain; compare the
+//! lines of each group (the ratios carry across machines). Groups:
+//!
+//! - `no_receiver_send`;
+//! - `SxR_hotN` / `SxR_coldN`: S sender threads, R receiver threads, sends
+//!   cycling over N keys (hot: 64 keys, coalescing; cold: 10,000 and 1,000,000
+//!   keys, every key fresh). `4x4_*` are 8 threads on this 2-core machine
+//!   (oversubscribed);
+//! - `try_recv_all/N`: one cut of an N-key backlog;
+//! - after criterion, publisher latency percentiles while a receiver cuts a
+//!   100,000-key backlog (not a criterion measurement).
+//!
+//! Peers skip what they cannot express (see `support/conflate_peers.rs`):
+//! tokio watch above 100,000 keys and in the cut-latency run; tokio broadcast
+//! for backlogs above its 1,024 capacity.
 
-use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
+
+#[path = "support/common.rs"]
+mod common;
 
 #[macro_use]
 #[path = "support/conflate_scenarios.rs"]
 mod scenarios;
 use scenarios::*;
 
-conflate_scenarios!(keybus_impl, keybus::conflate);
-conflate_scenarios!(baseline_impl, keybus::baseline::conflate);
+conflate_suite!();
 
 /// Sends per criterion iteration in the threaded scenarios: large enough that
 /// spawning the threads is noise.
@@ -23,33 +40,63 @@ const BATCH: u64 = 100_000;
 fn no_receiver(c: &mut Criterion) {
     let mut g = c.benchmark_group("conflate/no_receiver_send");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("keybus", |b| b.iter_custom(keybus_impl::no_receiver));
-    g.bench_function("baseline", |b| b.iter_custom(baseline_impl::no_receiver));
+    for imp in CONFLATE_IMPLS {
+        g.bench_function(imp.name, |b| b.iter_custom(imp.no_receiver));
+    }
     g.finish();
 }
 
-fn threaded(c: &mut Criterion, name: &str, senders: u64, receivers: u64, keys: u64) {
+fn threaded(c: &mut Criterion, name: &str, senders: u64, receivers: u64, keys: u64, batch: u64) {
     let mut g = c.benchmark_group(format!("conflate/{name}"));
     g.sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(BATCH));
-    g.bench_function("keybus", |b| {
-        b.iter_custom(|iters| keybus_impl::fan_out(senders, receivers, keys, iters * BATCH))
-    });
-    g.bench_function("baseline", |b| {
-        b.iter_custom(|iters| baseline_impl::fan_out(senders, receivers, keys, iters * BATCH))
-    });
+        .throughput(Throughput::Elements(batch));
+    for imp in CONFLATE_IMPLS {
+        if imp.runs_keys(keys) {
+            g.bench_function(imp.name, |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| (imp.fan_out)(senders, receivers, keys, batch))
+                        .sum::<Duration>()
+                })
+            });
+        }
+    }
     g.finish();
 }
 
 fn fan_outs(c: &mut Criterion) {
-    threaded(c, "1x1_hot64", 1, 1, 64);
-    threaded(c, "2x4_hot64", 2, 4, 64);
-    threaded(c, "4x4_oversubscribed_1k_keys", 4, 4, 1_000);
+    threaded(c, "1x1_hot64", 1, 1, 64, BATCH);
+    threaded(c, "1x1_cold10k", 1, 1, 10_000, BATCH);
+    // Short: one pass over a million fresh keys per iteration.
+    threaded(c, "1x1_cold1M", 1, 1, 1_000_000, 1_000_000);
+    threaded(c, "1x4_hot64", 1, 4, 64, BATCH);
+    threaded(c, "1x4_cold10k", 1, 4, 10_000, BATCH);
+    threaded(c, "1x16_hot64", 1, 16, 64, BATCH);
+    threaded(c, "2x2_hot64", 2, 2, 64, BATCH);
+    threaded(c, "2x4_hot64", 2, 4, 64, BATCH);
+    threaded(c, "4x4_hot64", 4, 4, 64, BATCH);
+    threaded(c, "4x4_oversubscribed_1k_keys", 4, 4, 1_000, BATCH);
 }
 
-criterion_group!(benches, no_receiver, fan_outs);
+fn drain(c: &mut Criterion) {
+    let mut g = c.benchmark_group("conflate/try_recv_all");
+    g.sampling_mode(SamplingMode::Flat).sample_size(10);
+    for backlog in [100u64, 1_000, 10_000, 100_000] {
+        g.throughput(Throughput::Elements(backlog));
+        for imp in CONFLATE_IMPLS {
+            if imp.runs_backlog(backlog) {
+                g.bench_with_input(BenchmarkId::new(imp.name, backlog), &backlog, |b, &n| {
+                    b.iter_custom(|iters| (imp.drain_cost)(n, iters))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, no_receiver, fan_outs, drain);
 
 fn main() {
     benches();
@@ -61,12 +108,15 @@ fn main() {
         return;
     }
     println!("\nconflate/publisher latency while a receiver cuts a 100,000-key backlog");
-    for (name, lat) in [
-        ("keybus", keybus_impl::cut_latency(100_000, 5)),
-        ("baseline", baseline_impl::cut_latency(100_000, 5)),
-    ] {
+    for imp in CONFLATE_IMPLS {
+        let name = imp.name;
+        if !imp.caps.cut_latency {
+            println!("  {name:<16} skipped (see support/conflate_peers.rs)");
+            continue;
+        }
+        let lat = (imp.cut_latency)(100_000, 5);
         println!(
-            "  {name:<9} p50 {:>7} ns  p99 {:>9} ns  max {:>10} ns  ({} sends)",
+            "  {name:<16} p50 {:>7} ns  p99 {:>9} ns  max {:>10} ns  ({} sends)",
             lat.p50, lat.p99, lat.max, lat.samples
         );
     }

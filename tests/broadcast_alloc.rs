@@ -3,61 +3,10 @@
 //! allocator that counts per thread, only while asked to, so the test harness and
 //! the other test cannot disturb the count.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+#[path = "support/counting.rs"]
+mod counting;
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    // `try_with`: the allocator can be called while thread locals are torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-// SAFETY: every method forwards to `System` unchanged; counting touches only
-// const-initialized thread locals without destructors, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made on this thread while `f` runs.
-fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCATIONS.with(Cell::get) - before
-}
+use counting::allocations_in;
 
 macro_rules! full_ring_appends_allocate_nothing {
     ($name:ident, $($m:ident)::+) => {
@@ -102,3 +51,109 @@ full_ring_appends_allocate_nothing!(
     lockfree_full_ring_appends_allocate_nothing,
     keybus::broadcast
 );
+
+/// Full-ring appends with readers attached: idle ones (a keybus reader is only
+/// a cursor) and ones reading on the writer's thread between appends.
+macro_rules! full_ring_appends_with_readers_allocate_nothing {
+    ($name:ident, $($m:ident)::+) => {
+        #[test]
+        fn $name() {
+            use $($m)::+::Buffer;
+            const CAPACITY: u64 = 16;
+            let buf: Buffer<[u64; 4]> = Buffer::new(CAPACITY as usize);
+            let idle: Vec<_> = (0..4).map(|_| buf.reader()).collect();
+            let mut reading = buf.reader();
+            for i in 1..=3 * CAPACITY {
+                buf.append([i; 4]).unwrap();
+                let _ = reading.try_next();
+            }
+            let appends = allocations_in(|| {
+                for i in 0..10_000u64 {
+                    let revision = buf.append([i; 4]).unwrap();
+                    let entry = reading.try_next().unwrap();
+                    assert_eq!(entry.revision, revision);
+                }
+            });
+            assert_eq!(appends, 0, "appends and Reader::try_next on a full ring allocated");
+            // A batch read returns a `Vec`: exactly that one allocation.
+            let batch = allocations_in(|| {
+                let page = buf.try_read(buf.tail() - 4, 4).unwrap();
+                assert_eq!(page.len(), 4);
+            });
+            assert_eq!(batch, 1, "a batch read allocates its Vec and nothing else");
+            drop(idle);
+        }
+    };
+}
+
+full_ring_appends_with_readers_allocate_nothing!(
+    baseline_full_ring_appends_with_readers_allocate_nothing,
+    keybus::baseline::broadcast
+);
+full_ring_appends_with_readers_allocate_nothing!(
+    lockfree_full_ring_appends_with_readers_allocate_nothing,
+    keybus::broadcast
+);
+
+/// With a reader on another thread, a lock-free reader may still hold the `Arc`
+/// the writer would reuse; the writer then allocates a fresh one (by design,
+/// see `broadcast::ring`). Not asserted (it depends on scheduling): printed, so
+/// `cargo test --test broadcast_alloc -- --nocapture` shows the rate. The writer
+/// appends until the reader has read `READS` values (or `MAX_APPENDS`), so the
+/// two really overlap.
+macro_rules! concurrent_reader_appends {
+    ($name:ident, $($m:ident)::+) => {
+        #[test]
+        fn $name() {
+            use $($m)::+::{Buffer, ReadError};
+            use std::sync::atomic::{AtomicU64, Ordering};
+            use std::sync::Arc;
+            const READS: u64 = 20_000;
+            const MAX_APPENDS: u64 = 5_000_000;
+            let buf: Buffer<[u64; 4]> = Buffer::new(64);
+            for i in 1..=128 {
+                buf.append([i; 4]).unwrap();
+            }
+            let mut reader = buf.reader();
+            let read = Arc::new(AtomicU64::new(0));
+            let progress = read.clone();
+            let reading = std::thread::spawn(move || {
+                let mut gaps = 0u64;
+                loop {
+                    // Spins (never parks), so it overlaps the appends.
+                    match reader.try_next() {
+                        Ok(_) => {
+                            progress.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(ReadError::Gap { .. }) => gaps += 1,
+                        Err(ReadError::Empty) => std::hint::spin_loop(),
+                        Err(ReadError::Closed) => return gaps,
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+            });
+            let mut appends = 0u64;
+            let allocations = allocations_in(|| {
+                while read.load(Ordering::Relaxed) < READS && appends < MAX_APPENDS {
+                    buf.append([appends; 4]).unwrap();
+                    appends += 1;
+                }
+            });
+            buf.close();
+            let gaps = reading.join().unwrap();
+            println!(
+                "{}: {allocations} allocations in {appends} full-ring appends while a \
+                 reader on another thread read {} values ({gaps} gaps)",
+                stringify!($($m)::+),
+                read.load(Ordering::Relaxed)
+            );
+            assert!(allocations as u64 <= appends);
+        }
+    };
+}
+
+concurrent_reader_appends!(
+    baseline_concurrent_reader_appends,
+    keybus::baseline::broadcast
+);
+concurrent_reader_appends!(lockfree_concurrent_reader_appends, keybus::broadcast);

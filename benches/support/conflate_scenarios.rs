@@ -1,92 +1,39 @@
 //! The conflate benchmark scenarios, written once and expanded per implementation
-//! (`keybus::conflate`, `keybus::baseline::conflate`) by `conflate_scenarios!`.
-//! Shared by `benches/conflate.rs` (criterion) and `examples/bench-report.rs`.
+//! by `conflate_scenarios!`: `keybus::conflate`, `keybus::baseline::conflate`, and
+//! the peers of `conflate_peers.rs` (hand-rolled mutex map, tokio watch per key,
+//! tokio broadcast), which expose the same small surface. Shared by
+//! `benches/conflate.rs` (criterion) and `examples/bench-report.rs`.
 //!
-//! Every scenario returns the wall time of `sends` sends *including* the receivers'
-//! drain after a graceful close, so a design cannot look fast by leaving work
-//! behind in its queues.
+//! Every throughput scenario returns the wall time of `sends` sends *including*
+//! the receivers' drain after a graceful close, so a design cannot look fast by
+//! leaving work behind in its queues.
+//!
+//! Each expansion carries `CAPS` ([`peers::Caps`]): which key sets and backlogs the
+//! implementation takes part in. keybus and the baseline take part in everything;
+//! each peer's module says what it skips and why.
 
 #![allow(dead_code)]
 
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+// `support/common.rs`, declared once by the including crate as `common` next to
+// this module (so that a driver including both scenario files loads it once).
+pub use super::common::*;
 
-/// Percentiles of publisher send latency, in nanoseconds.
-#[derive(Debug, Clone, Copy)]
-pub struct Latency {
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-    pub samples: usize,
-}
+/// The peers (`mutex_map`, `tokio_watch`, `tokio_broadcast`) and their `Caps`.
+#[path = "conflate_peers.rs"]
+pub mod peers;
 
-impl Latency {
-    pub fn from_samples(mut ns: Vec<u64>) -> Latency {
-        ns.sort_unstable();
-        let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize];
-        Latency {
-            p50: at(0.50),
-            p99: at(0.99),
-            max: *ns.last().unwrap(),
-            samples: ns.len(),
-        }
-    }
-}
-
-/// Splits `total` sends over `senders` as evenly as possible.
-pub fn share(total: u64, senders: u64, i: u64) -> u64 {
-    total / senders + u64::from(i < total % senders)
-}
-
-/// Runs `senders` producer threads and `receivers` consumer threads around one
-/// start barrier; returns the time from the barrier to the last consumer's end.
-pub fn timed_run(
-    senders: Vec<Box<dyn FnOnce() + Send>>,
-    receivers: Vec<Box<dyn FnOnce() + Send>>,
-    after_senders: impl FnOnce(),
-) -> Duration {
-    let barrier = Barrier::new(senders.len() + receivers.len() + 1);
-    std::thread::scope(|s| {
-        let producers: Vec<_> = senders
-            .into_iter()
-            .map(|f| {
-                let b = &barrier;
-                s.spawn(move || {
-                    b.wait();
-                    f()
-                })
-            })
-            .collect();
-        let consumers: Vec<_> = receivers
-            .into_iter()
-            .map(|f| {
-                let b = &barrier;
-                s.spawn(move || {
-                    b.wait();
-                    f()
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        for p in producers {
-            p.join().unwrap();
-        }
-        after_senders();
-        for c in consumers {
-            c.join().unwrap();
-        }
-        start.elapsed()
-    })
-}
-
-/// Expands the scenarios for one implementation module.
+/// Expands the scenarios for one implementation module:
+/// `conflate_scenarios!(name, path::to::module)` (takes part in everything) or
+/// `conflate_scenarios!(name, path::to::module, caps = EXPR)`.
 macro_rules! conflate_scenarios {
-    ($name:ident, $($m:tt)::+) => {
+    ($name:ident, $($m:tt)::+, caps = $caps:expr) => {
         pub mod $name {
             use super::*;
             use $($m)::+ as imp;
             use std::time::{Duration, Instant};
+
+            /// What this implementation takes part in.
+            pub const CAPS: peers::Caps = $caps;
 
             /// `sends` sends on a hub with no receiver.
             pub fn no_receiver(sends: u64) -> Duration {
@@ -101,7 +48,21 @@ macro_rules! conflate_scenarios {
 
             /// `senders` threads send `sends` in all over `keys` keys (each sender
             /// cycles through them); `receivers` threads `recv` until closed.
+            /// With `keys` >= `sends` every send is a fresh (cold) key.
             pub fn fan_out(senders: u64, receivers: u64, keys: u64, sends: u64) -> Duration {
+                fan_out_counted(senders, receivers, keys, sends).0
+            }
+
+            /// [`fan_out`], also returning the sends the receivers' events stand
+            /// for (the sum of `Event::sends`, over every receiver): `sends ×
+            /// receivers` where every send is accounted for.
+            pub fn fan_out_counted(
+                senders: u64,
+                receivers: u64,
+                keys: u64,
+                sends: u64,
+            ) -> (Duration, u64) {
+                let accounted = std::sync::atomic::AtomicU64::new(0);
                 let hub: imp::Hub<u64, u64> = imp::Hub::new();
                 let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
                 let txs: Vec<_> = (0..senders).map(|_| hub.sender()).collect();
@@ -126,17 +87,40 @@ macro_rules! conflate_scenarios {
                 let consumers = rxs
                     .into_iter()
                     .map(|mut rx| {
+                        let accounted = &accounted;
                         Box::new(move || {
                             let mut folded = 0u64;
                             while let Ok(e) = rx.recv() {
                                 folded += e.sends;
                             }
-                            std::hint::black_box(folded);
-                        }) as Box<dyn FnOnce() + Send>
+                            accounted.fetch_add(folded, std::sync::atomic::Ordering::Relaxed);
+                        }) as Box<dyn FnOnce() + Send + '_>
                     })
                     .collect();
                 // Senders are dropped by their threads: the send side closes then.
-                timed_run(producers, consumers, || {})
+                let elapsed = timed_run(producers, consumers, || {});
+                (elapsed, accounted.into_inner())
+            }
+
+            /// The cost of `try_recv_all` alone over a `backlog`-key backlog,
+            /// `iters` times: each round refills keys `0..backlog` (not timed) and
+            /// times one cut. Warm: the same keys every round.
+            pub fn drain_cost(backlog: u64, iters: u64) -> Duration {
+                let hub: imp::Hub<u64, u64> = imp::Hub::new();
+                let mut rx = hub.receiver();
+                let tx = hub.sender();
+                let mut total = Duration::ZERO;
+                for round in 0..iters.max(1) {
+                    for k in 0..backlog {
+                        tx.send(k, round).unwrap();
+                    }
+                    let start = Instant::now();
+                    let batch = rx.try_recv_all().unwrap();
+                    total += start.elapsed();
+                    assert_eq!(batch.len() as u64, backlog, "one entry per pending key");
+                    drop(std::hint::black_box(batch));
+                }
+                total
             }
 
             /// Publisher send latency while one receiver repeatedly takes
@@ -176,6 +160,86 @@ macro_rules! conflate_scenarios {
                 });
                 Latency::from_samples(samples)
             }
+        }
+    };
+    ($name:ident, $($m:tt)::+) => {
+        conflate_scenarios!($name, $($m)::+, caps = peers::Caps::ALL);
+    };
+}
+
+/// Which side of the comparison an implementation is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Keybus,
+    Baseline,
+    Peer,
+}
+
+/// One implementation's scenarios, as plain function pointers.
+#[derive(Clone, Copy)]
+pub struct ConflateImpl {
+    pub name: &'static str,
+    pub role: Role,
+    pub caps: peers::Caps,
+    pub no_receiver: fn(u64) -> std::time::Duration,
+    pub fan_out: fn(u64, u64, u64, u64) -> std::time::Duration,
+    pub fan_out_counted: fn(u64, u64, u64, u64) -> (std::time::Duration, u64),
+    pub drain_cost: fn(u64, u64) -> std::time::Duration,
+    pub cut_latency: fn(u64, u64) -> Latency,
+}
+
+impl ConflateImpl {
+    /// Whether `fan_out` over `keys` keys runs here.
+    pub fn runs_keys(&self, keys: u64) -> bool {
+        keys <= self.caps.max_keys
+    }
+
+    /// Whether a `backlog`-key `drain_cost` runs here.
+    pub fn runs_backlog(&self, backlog: u64) -> bool {
+        backlog <= self.caps.max_backlog.min(self.caps.max_keys)
+    }
+}
+
+/// Expands the scenarios for keybus, the baseline and every peer, and lists them
+/// in `CONFLATE_IMPLS` (keybus first, then the baseline, then the peers).
+macro_rules! conflate_suite {
+    () => {
+        conflate_scenarios!(keybus_impl, keybus::conflate);
+        conflate_scenarios!(baseline_impl, keybus::baseline::conflate);
+        conflate_scenarios!(
+            mutex_map_impl,
+            peers::mutex_map,
+            caps = peers::mutex_map::CAPS
+        );
+        conflate_scenarios!(
+            watch_impl,
+            peers::tokio_watch,
+            caps = peers::tokio_watch::CAPS
+        );
+        conflate_scenarios!(
+            tokio_broadcast_impl,
+            peers::tokio_broadcast,
+            caps = peers::tokio_broadcast::CAPS
+        );
+
+        pub const CONFLATE_IMPLS: [ConflateImpl; 5] = [
+    conflate_suite!(@impl "keybus", Role::Keybus, keybus_impl),
+    conflate_suite!(@impl "baseline", Role::Baseline, baseline_impl),
+    conflate_suite!(@impl "mutex-map", Role::Peer, mutex_map_impl),
+    conflate_suite!(@impl "tokio-watch", Role::Peer, watch_impl),
+    conflate_suite!(@impl "tokio-broadcast", Role::Peer, tokio_broadcast_impl),
+        ];
+    };
+    (@impl $label:literal, $role:expr, $m:ident) => {
+        ConflateImpl {
+            name: $label,
+            role: $role,
+            caps: $m::CAPS,
+            no_receiver: $m::no_receiver,
+            fan_out: $m::fan_out,
+            fan_out_counted: $m::fan_out_counted,
+            drain_cost: $m::drain_cost,
+            cut_latency: $m::cut_latency,
         }
     };
 }

@@ -1,0 +1,974 @@
+//! A quick, self-contained performance report: keybus against the mutex baseline
+//! and the peers a user would pick instead, measured interleaved in one run.
+//!
+//! ```text
+//! cargo run --release --example bench-report              # quick: under a minute
+//! cargo run --release --example bench-report -- --full    # more rounds, longer runs
+//! cargo run --release --example bench-report -- --only broadcast --rounds 5
+//! ```
+//!
+//! It runs the same scenarios as `cargo bench` (`benches/support/*_scenarios.rs`,
+//! included below by `#[path]`), with fewer and shorter measurements and no
+//! statistics beyond a median: every scenario runs every implementation once per
+//! round, the order rotating from round to round, and reports the median round.
+//! Quick mode (the default): 5 rounds, but a scenario stops after 3 once it has
+//! taken 1.5 s, so the whole report stays under a minute on a loaded 2-core
+//! machine. `--full`: 9 rounds, 5× longer runs, no time budget. A progress line
+//! per scenario goes to stderr (`--verbose`: one per measurement).
+//! On a shared or small machine read the **ratios**, not the absolute numbers.
+//!
+//! Prints one markdown table (scenario, implementation, ops/s, ns/op, ratio to
+//! the baseline, ratio to the best peer, notes) plus the publisher-latency
+//! percentiles, and writes the same as `report.md` together with SVG plots into
+//! `target/keybus-report/` (or `--out DIR`):
+//!
+//! - `conflate_receivers.svg`: conflate throughput against the receiver count;
+//! - `conflate_threads.svg`: conflate throughput against the thread count;
+//! - `broadcast_readers.svg`: broadcast throughput against the reader count;
+//! - `broadcast_writer_cost.svg`: ns per append against attached readers;
+//! - `cut_latency.svg`: publisher latency percentiles during a backlog cut.
+//!
+//! Ratios: "× baseline" is this implementation's ops/s over the baseline's (above 1
+//! is faster); "× best peer" is its ops/s over the fastest peer's in that
+//! scenario. For latency, the ratios are the baseline's (best peer's) latency over
+//! this one's, so above 1 is again better.
+
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[path = "../benches/support/common.rs"]
+mod common;
+
+#[macro_use]
+#[path = "../benches/support/conflate_scenarios.rs"]
+mod conflate_support;
+
+#[macro_use]
+#[path = "../benches/support/broadcast_scenarios.rs"]
+mod broadcast_support;
+
+mod cf {
+    pub use super::conflate_support::*;
+    conflate_suite!();
+}
+
+mod bc {
+    pub use super::broadcast_support::*;
+    broadcast_suite!();
+}
+
+/// Which side of the comparison an implementation is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Keybus,
+    Baseline,
+    Peer,
+}
+
+impl From<cf::Role> for Side {
+    fn from(r: cf::Role) -> Side {
+        match r {
+            cf::Role::Keybus => Side::Keybus,
+            cf::Role::Baseline => Side::Baseline,
+            cf::Role::Peer => Side::Peer,
+        }
+    }
+}
+
+impl From<bc::Role> for Side {
+    fn from(r: bc::Role) -> Side {
+        match r {
+            bc::Role::Keybus => Side::Keybus,
+            bc::Role::Baseline => Side::Baseline,
+            bc::Role::Peer => Side::Peer,
+        }
+    }
+}
+
+/// Where a scenario's result goes in the plots.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Plot {
+    None,
+    /// Conflate, one sender, this many receivers (hot keys).
+    ConflateReceivers(u64),
+    /// Conflate, this many threads in all (hot keys).
+    ConflateThreads(u64),
+    /// Broadcast, this many reading threads.
+    BroadcastReaders(u64),
+    /// Broadcast, writer cost with this many attached idle readers.
+    WriterCost(u64),
+}
+
+/// One measurement: the timed duration and an optional extra number (the share
+/// delivered, for broadcast readers).
+type Measure = Box<dyn Fn() -> (Duration, Option<f64>)>;
+
+struct Entry {
+    name: &'static str,
+    side: Side,
+    /// Set where the peer does not do the same work (then it is left out of "best
+    /// peer" and the note says why).
+    not_comparable: Option<&'static str>,
+    /// `Err(reason)` when the implementation cannot express the scenario.
+    run: Result<Measure, &'static str>,
+}
+
+struct Scenario {
+    name: String,
+    /// Operations per measurement (ns/op = duration / ops).
+    ops: u64,
+    /// What the extra number means, e.g. "delivered".
+    extra: Option<&'static str>,
+    plot: Plot,
+    /// Caps the rounds of a long scenario (the million-key one).
+    max_rounds: usize,
+    entries: Vec<Entry>,
+}
+
+/// The median result of one implementation in one scenario.
+struct Row {
+    scenario: String,
+    name: &'static str,
+    side: Side,
+    plot: Plot,
+    /// `None` when skipped.
+    ns_per_op: Option<f64>,
+    /// Left out of "best peer".
+    not_comparable: bool,
+    /// Rounds actually run.
+    rounds: usize,
+    note: String,
+}
+
+struct Options {
+    full: bool,
+    verbose: bool,
+    rounds: usize,
+    only: Option<String>,
+    out: PathBuf,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        full: false,
+        verbose: false,
+        rounds: 0,
+        only: None,
+        out: PathBuf::from("target/keybus-report"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => o.full = false,
+            "--full" => o.full = true,
+            "--verbose" => o.verbose = true,
+            "--rounds" => o.rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+            "--only" => o.only = args.next(),
+            "--out" => o.out = args.next().map(PathBuf::from).unwrap_or(o.out),
+            "-h" | "--help" => {
+                println!(
+                    "bench-report [--quick | --full] [--rounds N] [--only SUBSTRING] [--out DIR] [--verbose]"
+                );
+                std::process::exit(0);
+            }
+            other => {
+                eprintln!("unknown argument {other:?} (try --help)");
+                std::process::exit(2);
+            }
+        }
+    }
+    if o.rounds == 0 {
+        o.rounds = if o.full { 9 } else { 5 };
+    }
+    o
+}
+
+/// Peers that, with no reader attached, store nothing (tokio and async-broadcast
+/// answer "no receiver"; one channel per reader means no channel at all): their
+/// "append" then does different work from a ring that retains history.
+fn stores_nothing_alone(name: &str, readers: usize) -> Option<&'static str> {
+    (readers == 0 && matches!(name, "tokio" | "async-broadcast" | "crossbeam"))
+        .then_some("stores nothing without a reader: not comparable")
+}
+
+/// Every broadcast and conflate scenario, sized by `scale` (1 = quick). Broadcast
+/// first: keybus's broadcast append cost grows with the peak number of threads
+/// the process ever ran on it (arc-swap's global debt list), so its main series
+/// runs before the 17-thread runs; the last scenario shows the effect.
+fn scenarios(scale: u64) -> Vec<Scenario> {
+    let mut out = Vec::new();
+
+    // --- broadcast ------------------------------------------------------------
+    let n = 500_000 * scale;
+    for readers in [0usize, 1, 2, 4, 8, 16] {
+        out.push(Scenario {
+            name: format!("broadcast/append/{readers}_readers"),
+            ops: n,
+            extra: None,
+            plot: Plot::WriterCost(readers as u64),
+            max_rounds: usize::MAX,
+            entries: bc::BROADCAST_IMPLS
+                .iter()
+                .map(|imp| {
+                    let f = imp.append;
+                    Entry {
+                        name: imp.name,
+                        side: imp.role.into(),
+                        not_comparable: stores_nothing_alone(imp.name, readers),
+                        run: if imp.runs_append(readers) {
+                            Ok(Box::new(move || (f(readers, n), None)) as Measure)
+                        } else {
+                            Err("a reader that does not read blocks the writer (no drop-oldest)")
+                        },
+                    }
+                })
+                .collect(),
+        });
+    }
+    let n = 500_000 * scale;
+    out.push(Scenario {
+        name: "broadcast/slow_reader".into(),
+        ops: n,
+        extra: Some("delivered"),
+        plot: Plot::None,
+        max_rounds: usize::MAX,
+        entries: bc::BROADCAST_IMPLS
+            .iter()
+            .map(|imp| {
+                let f = imp.slow_reader;
+                Entry {
+                    name: imp.name,
+                    side: imp.role.into(),
+                    not_comparable: None,
+                    run: if imp.runs_slow_reader() {
+                        Ok(Box::new(move || {
+                            let o = f(n, 2_000);
+                            (o.elapsed, Some(o.delivered_pct(n)))
+                        }) as Measure)
+                    } else {
+                        Err("the writer would wait for the slow reader (no drop-oldest)")
+                    },
+                }
+            })
+            .collect(),
+    });
+    // --- conflate -------------------------------------------------------------
+    for readers in [1usize, 4, 16] {
+        // Fewer appends with more readers: every reader gets every value.
+        let n = 100_000 * scale / (1 + readers as u64 / 4);
+        out.push(Scenario {
+            name: format!("broadcast/readers/{readers}"),
+            ops: n * readers as u64,
+            extra: Some("delivered"),
+            plot: Plot::BroadcastReaders(readers as u64),
+            max_rounds: usize::MAX,
+            entries: bc::BROADCAST_IMPLS
+                .iter()
+                .map(|imp| {
+                    let f = imp.readers;
+                    Entry {
+                        name: imp.name,
+                        side: imp.role.into(),
+                        not_comparable: None,
+                        run: Ok(Box::new(move || {
+                            let o = f(readers, n);
+                            (o.elapsed, Some(o.delivered_pct(n * readers as u64)))
+                        }) as Measure),
+                    }
+                })
+                .collect(),
+        });
+    }
+    let n = 2_000_000 * scale;
+    out.push(Scenario {
+        name: "conflate/no_receiver_send".into(),
+        ops: n,
+        extra: None,
+        plot: Plot::None,
+        max_rounds: usize::MAX,
+        entries: cf::CONFLATE_IMPLS
+            .iter()
+            .map(|imp| {
+                let f = imp.no_receiver;
+                Entry {
+                    name: imp.name,
+                    side: imp.role.into(),
+                    not_comparable: None,
+                    run: Ok(Box::new(move || (f(n), None)) as Measure),
+                }
+            })
+            .collect(),
+    });
+    let fan_outs: [(&str, u64, u64, u64, u64, Plot); 10] = [
+        ("1x1_hot64", 1, 1, 64, 1_000_000, Plot::ConflateReceivers(1)),
+        ("1x1_cold10k", 1, 1, 10_000, 500_000, Plot::None),
+        ("1x1_cold1M", 1, 1, 1_000_000, 1_000_000, Plot::None),
+        ("1x4_hot64", 1, 4, 64, 100_000, Plot::ConflateReceivers(4)),
+        ("1x4_cold10k", 1, 4, 10_000, 50_000, Plot::None),
+        ("1x16_hot64", 1, 16, 64, 20_000, Plot::ConflateReceivers(16)),
+        ("2x2_hot64", 2, 2, 64, 500_000, Plot::ConflateThreads(4)),
+        ("2x4_hot64", 2, 4, 64, 500_000, Plot::ConflateThreads(6)),
+        ("4x4_hot64", 4, 4, 64, 500_000, Plot::ConflateThreads(8)),
+        (
+            "4x4_oversubscribed_1k_keys",
+            4,
+            4,
+            1_000,
+            200_000,
+            Plot::None,
+        ),
+    ];
+    for (name, s, r, keys, sends, plot) in fan_outs {
+        // The million-key run is one pass over the keys whatever the scale.
+        let sends = if keys >= 1_000_000 {
+            sends
+        } else {
+            sends * scale
+        };
+        out.push(Scenario {
+            name: format!("conflate/{name}"),
+            ops: sends,
+            extra: Some("sends accounted"),
+            plot,
+            max_rounds: if keys >= 1_000_000 { 3 } else { usize::MAX },
+            entries: cf::CONFLATE_IMPLS
+                .iter()
+                .map(|imp| {
+                    let f = imp.fan_out_counted;
+                    Entry {
+                        name: imp.name,
+                        side: imp.role.into(),
+                        not_comparable: None,
+                        run: if imp.runs_keys(keys) {
+                            Ok(Box::new(move || {
+                                let (d, accounted) = f(s, r, keys, sends);
+                                (d, Some(100.0 * accounted as f64 / (sends * r) as f64))
+                            }) as Measure)
+                        } else {
+                            Err("more keys than it can hold sensibly (one channel per key)")
+                        },
+                    }
+                })
+                .collect(),
+        });
+    }
+    // 1x1_hot64 is also the 2-thread point of the thread plot.
+    for backlog in [100u64, 1_000, 10_000, 100_000] {
+        let iters = (300_000 * scale / backlog).max(3);
+        out.push(Scenario {
+            name: format!("conflate/try_recv_all/{backlog}"),
+            ops: backlog * iters,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries: cf::CONFLATE_IMPLS
+                .iter()
+                .map(|imp| {
+                    let f = imp.drain_cost;
+                    Entry {
+                        name: imp.name,
+                        side: imp.role.into(),
+                        not_comparable: None,
+                        run: if imp.runs_backlog(backlog) {
+                            Ok(Box::new(move || (f(backlog, iters), None)) as Measure)
+                        } else {
+                            Err("cannot hold a backlog this large (capacity 1,024, drop-oldest)")
+                        },
+                    }
+                })
+                .collect(),
+        });
+    }
+
+    // Last: for keybus it leaves process-wide state behind (see the scenario).
+    let n = 100_000 * scale;
+    out.push(Scenario {
+        name: "broadcast/append/0_readers_after_64_threads".into(),
+        ops: n,
+        extra: None,
+        plot: Plot::None,
+        max_rounds: usize::MAX,
+        entries: bc::BROADCAST_IMPLS
+            .iter()
+            .map(|imp| {
+                let f = imp.append_after_threads;
+                Entry {
+                    name: imp.name,
+                    side: imp.role.into(),
+                    not_comparable: stores_nothing_alone(imp.name, 0),
+                    run: Ok(Box::new(move || (f(64, n), None)) as Measure),
+                }
+            })
+            .collect(),
+    });
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// Runs every implementation of `sc` once per round, rotating the order.
+/// A scenario stops adding rounds once it has run this long and has at least
+/// [`MIN_ROUNDS`] (keeps the quick report under a minute on a loaded machine).
+const SCENARIO_BUDGET: Duration = Duration::from_millis(1_500);
+const MIN_ROUNDS: usize = 3;
+
+fn measure(sc: &Scenario, rounds: usize, budget: Option<Duration>, verbose: bool) -> Vec<Row> {
+    let rounds = rounds.min(sc.max_rounds);
+    let started = Instant::now();
+    let mut ran = 0;
+    let k = sc.entries.len();
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); k];
+    let mut extra: Vec<Vec<f64>> = vec![Vec::new(); k];
+    for round in 0..rounds {
+        for j in 0..k {
+            let i = (round + j) % k;
+            if let Ok(run) = &sc.entries[i].run {
+                let (d, x) = run();
+                if verbose {
+                    eprintln!(
+                        "    round {round} {:<16} {:>10.1} ns/op {}",
+                        sc.entries[i].name,
+                        d.as_nanos() as f64 / sc.ops as f64,
+                        x.map_or(String::new(), |x| format!("({x:.1}%)"))
+                    );
+                }
+                ns[i].push(d.as_nanos() as f64 / sc.ops as f64);
+                extra[i].extend(x);
+            }
+        }
+        ran = round + 1;
+        if budget.is_some_and(|b| ran >= MIN_ROUNDS && started.elapsed() > b) {
+            break;
+        }
+    }
+    sc.entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let (ns_per_op, mut note) = match &e.run {
+                Err(why) => (None, format!("skipped: {why}")),
+                Ok(_) => {
+                    let note = match sc.extra {
+                        Some(what) if !extra[i].is_empty() => {
+                            format!("{what} {:.1}%", median(extra[i].clone()))
+                        }
+                        _ => String::new(),
+                    };
+                    (Some(median(ns[i].clone())), note)
+                }
+            };
+            if let Some(why) = e.not_comparable {
+                note = if note.is_empty() {
+                    why.to_string()
+                } else {
+                    format!("{note}; {why}")
+                };
+            }
+            Row {
+                scenario: sc.name.clone(),
+                name: e.name,
+                side: e.side,
+                plot: sc.plot,
+                ns_per_op,
+                not_comparable: e.not_comparable.is_some(),
+                rounds: ran,
+                note,
+            }
+        })
+        .collect()
+}
+
+/// Median percentiles of publisher latency during a cut, per implementation.
+struct LatencyRow {
+    name: &'static str,
+    side: Side,
+    /// p50, p90, p99, p99.9, max (ns); `None` when skipped.
+    percentiles: Option<[f64; 5]>,
+}
+
+fn cut_latencies(rounds: usize, backlog: u64, refills: u64) -> Vec<LatencyRow> {
+    let k = cf::CONFLATE_IMPLS.len();
+    let mut got: Vec<Vec<[f64; 5]>> = vec![Vec::new(); k];
+    for round in 0..rounds {
+        for j in 0..k {
+            let i = (round + j) % k;
+            let imp = &cf::CONFLATE_IMPLS[i];
+            if imp.caps.cut_latency {
+                let l = (imp.cut_latency)(backlog, refills);
+                got[i].push([l.p50, l.p90, l.p99, l.p999, l.max].map(|x| x as f64));
+            }
+        }
+    }
+    cf::CONFLATE_IMPLS
+        .iter()
+        .zip(got)
+        .map(|(imp, g)| LatencyRow {
+            name: imp.name,
+            side: imp.role.into(),
+            percentiles: (!g.is_empty())
+                .then(|| std::array::from_fn(|p| median(g.iter().map(|x| x[p]).collect()))),
+        })
+        .collect()
+}
+
+fn si(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.2} G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn ns(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// The markdown table of throughput results.
+fn table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    s.push_str("| scenario | impl | ops/s | ns/op | × baseline | × best peer | note |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---|\n");
+    let mut i = 0;
+    while i < rows.len() {
+        let sc = &rows[i].scenario;
+        let group: Vec<&Row> = rows[i..].iter().take_while(|r| &r.scenario == sc).collect();
+        i += group.len();
+        let baseline = group
+            .iter()
+            .find(|r| r.side == Side::Baseline)
+            .and_then(|r| r.ns_per_op);
+        let best_peer = group
+            .iter()
+            .filter(|r| r.side == Side::Peer && !r.not_comparable)
+            .filter_map(|r| r.ns_per_op.map(|n| (n, r.name)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        for r in &group {
+            let Some(n) = r.ns_per_op else {
+                let _ = writeln!(s, "| {sc} | {} | – | – | – | – | {} |", r.name, r.note);
+                continue;
+            };
+            let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b / n));
+            let vs_peer = best_peer.map_or("–".into(), |(b, name)| {
+                if r.side == Side::Peer {
+                    format!("{:.2}", b / n)
+                } else {
+                    format!("{:.2} ({name})", b / n)
+                }
+            });
+            let _ = writeln!(
+                s,
+                "| {sc} | {} | {} | {} | {vs_base} | {vs_peer} | {} |",
+                r.name,
+                si(1e9 / n),
+                ns(n),
+                r.note
+            );
+        }
+    }
+    s
+}
+
+fn latency_table(rows: &[LatencyRow], backlog: u64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Publisher send latency (ns) while one receiver cuts a {backlog}-key backlog \
+         with `try_recv_all` (median of rounds):\n"
+    );
+    s.push_str("| impl | p50 | p90 | p99 | p99.9 | max | p99 × baseline | p99 × best peer |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let baseline = rows
+        .iter()
+        .find(|r| r.side == Side::Baseline)
+        .and_then(|r| r.percentiles);
+    let best_peer = rows
+        .iter()
+        .filter(|r| r.side == Side::Peer)
+        .filter_map(|r| r.percentiles.map(|p| (p[2], r.name)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    for r in rows {
+        match r.percentiles {
+            None => {
+                let _ = writeln!(
+                    s,
+                    "| {} | – | – | – | – | – | – | skipped: no cut (one channel per key) |",
+                    r.name
+                );
+            }
+            Some(p) => {
+                let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b[2] / p[2]));
+                let vs_peer = best_peer.map_or("–".into(), |(b, name)| {
+                    format!("{:.2} ({name})", b / p[2])
+                });
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {vs_base} | {vs_peer} |",
+                    r.name,
+                    ns(p[0]),
+                    ns(p[1]),
+                    ns(p[2]),
+                    ns(p[3]),
+                    ns(p[4])
+                );
+            }
+        }
+    }
+    s
+}
+
+// --- plots --------------------------------------------------------------------
+
+/// A fixed colour per implementation, the same in every plot.
+fn colour(name: &str) -> RGBColor {
+    match name {
+        "keybus" => RGBColor(0, 90, 200),
+        "baseline" => RGBColor(90, 90, 90),
+        "mutex-map" => RGBColor(220, 120, 0),
+        "tokio-watch" => RGBColor(150, 60, 170),
+        "tokio-broadcast" | "tokio" => RGBColor(200, 30, 40),
+        "async-broadcast" => RGBColor(20, 150, 120),
+        "bus" => RGBColor(170, 140, 0),
+        "crossbeam" => RGBColor(230, 90, 160),
+        _ => RGBColor(0, 0, 0),
+    }
+}
+
+type Series = Vec<(&'static str, Vec<(f64, f64)>)>;
+
+/// Series of (x, y) per implementation from the rows whose plot key `pick`
+/// maps to an x; `y` is ops/s in millions (or ns/op with `ns_per_op`).
+fn series(rows: &[Row], pick: impl Fn(Plot) -> Option<u64>, ns_per_op: bool) -> Series {
+    let mut out: Series = Vec::new();
+    for r in rows {
+        let (Some(x), Some(n)) = (pick(r.plot), r.ns_per_op) else {
+            continue;
+        };
+        let y = if ns_per_op { n } else { 1e3 / n };
+        match out.iter_mut().find(|(name, _)| *name == r.name) {
+            Some((_, pts)) => pts.push((x as f64, y)),
+            None => out.push((r.name, vec![(x as f64, y)])),
+        }
+    }
+    for (_, pts) in &mut out {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+/// A line chart with a log y axis; `x_ticks` are the x values to label.
+fn line_chart(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_ticks: &[f64],
+    data: &Series,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let ys = data.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y));
+    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    // Headroom at the top (log scale) keeps the legend off the data.
+    let (lo, hi) = (lo / 1.6, hi * 12.0);
+    let x_max = x_ticks.iter().copied().fold(0.0, f64::max);
+    let x_min = x_ticks.iter().copied().fold(f64::MAX, f64::min);
+    let pad = (x_max - x_min).max(1.0) * 0.05;
+    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(46)
+        .y_label_area_size(80)
+        .build_cartesian_2d((x_min - pad)..(x_max + pad), (lo..hi).log_scale())?;
+    let ticks = x_ticks.to_vec();
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(40)
+        .x_label_formatter(&|x| {
+            ticks
+                .iter()
+                .find(|t| (*t - x).abs() < 1e-9)
+                .map_or(String::new(), |t| format!("{t}"))
+        })
+        .y_label_formatter(&|y| {
+            if *y >= 10.0 {
+                format!("{y:.0}")
+            } else if *y >= 0.1 {
+                format!("{y:.2}")
+            } else {
+                format!("{y:.3}")
+            }
+        })
+        .draw()?;
+    for (name, pts) in data {
+        let c = colour(name);
+        let width = if *name == "keybus" { 3 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(width)))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn plots(
+    out: &Path,
+    rows: &[Row],
+    lat: &[LatencyRow],
+    backlog: u64,
+) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(out)?;
+    let mut written = Vec::new();
+    let mut chart = |file: &str, title: &str, x: &str, y: &str, ticks: &[f64], data: Series| {
+        let p = out.join(file);
+        line_chart(&p, title, x, y, ticks, &data).map(|()| written.push(p))
+    };
+    chart(
+        "conflate_receivers.svg",
+        "conflate: 1 sender, 64 hot keys (sends/s incl. drain, log scale)",
+        "receivers",
+        "million sends/s",
+        &[1.0, 4.0, 16.0],
+        series(
+            rows,
+            |p| match p {
+                Plot::ConflateReceivers(r) => Some(r),
+                _ => None,
+            },
+            false,
+        ),
+    )?;
+    chart(
+        "conflate_threads.svg",
+        "conflate: senders x receivers, 64 hot keys, 2 cores (log scale)",
+        "threads (1x1, 2x2, 2x4, 4x4)",
+        "million sends/s",
+        &[2.0, 4.0, 6.0, 8.0],
+        series(
+            rows,
+            |p| match p {
+                Plot::ConflateThreads(t) => Some(t),
+                Plot::ConflateReceivers(1) => Some(2),
+                _ => None,
+            },
+            false,
+        ),
+    )?;
+    chart(
+        "broadcast_readers.svg",
+        "broadcast: 1 paced writer, N readers reading everything (log scale)",
+        "readers",
+        "million deliveries/s (appends x readers)",
+        &[1.0, 4.0, 16.0],
+        series(
+            rows,
+            |p| match p {
+                Plot::BroadcastReaders(n) => Some(n),
+                _ => None,
+            },
+            false,
+        ),
+    )?;
+    chart(
+        "broadcast_writer_cost.svg",
+        "broadcast: writer cost per append on a full ring, idle readers attached (log scale)",
+        "attached readers (not reading)",
+        "ns per append",
+        &[0.0, 1.0, 2.0, 4.0, 8.0, 16.0],
+        series(
+            rows,
+            |p| match p {
+                Plot::WriterCost(n) => Some(n),
+                _ => None,
+            },
+            true,
+        ),
+    )?;
+    // Latency: x = percentile.
+    let data: Series = lat
+        .iter()
+        .filter_map(|r| {
+            r.percentiles.map(|p| {
+                (
+                    r.name,
+                    p.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect(),
+                )
+            })
+        })
+        .collect();
+    let labels = ["p50", "p90", "p99", "p99.9", "max"];
+    let p = out.join("cut_latency.svg");
+    latency_chart(&p, backlog, &data, &labels)?;
+    written.push(p);
+    Ok(written)
+}
+
+fn latency_chart(
+    path: &Path,
+    backlog: u64,
+    data: &Series,
+    labels: &[&str],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let ys = data.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y));
+    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "conflate: publisher send latency while a receiver cuts a {backlog}-key backlog"
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(16)
+        .x_label_area_size(46)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.3f64..4.3f64, ((lo / 2.0).max(1.0)..hi * 2.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile")
+        .y_desc("ns per send (log scale)")
+        .x_labels(labels.len() * 4)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && (0.0..labels.len() as f64).contains(&i) {
+                labels[i as usize].to_string()
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()?;
+    for (name, pts) in data {
+        let c = colour(name);
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn main() {
+    let opts = options();
+    let started = Instant::now();
+    let scale = if opts.full { 5 } else { 1 };
+    let all = scenarios(scale);
+    let wanted = |name: &str| opts.only.as_deref().map_or(true, |o| name.contains(o));
+    let chosen: Vec<&Scenario> = all.iter().filter(|s| wanted(&s.name)).collect();
+    let (backlog, refills) = (100_000u64, if opts.full { 5 } else { 2 });
+    let with_latency = wanted("conflate/cut_latency");
+    let total = chosen.len() + usize::from(with_latency);
+    eprintln!(
+        "keybus bench-report ({}; {} rounds per scenario, order rotating; {total} scenarios)",
+        if opts.full { "full" } else { "quick" },
+        opts.rounds
+    );
+    let mut rows = Vec::new();
+    for (i, sc) in chosen.iter().enumerate() {
+        let t = Instant::now();
+        eprint!("[{:>2}/{total}] {:<42}", i + 1, sc.name);
+        if opts.verbose {
+            eprintln!();
+        }
+        let got = measure(
+            sc,
+            opts.rounds,
+            (!opts.full).then_some(SCENARIO_BUDGET),
+            opts.verbose,
+        );
+        let summary: Vec<String> = got
+            .iter()
+            .filter_map(|r| r.ns_per_op.map(|n| format!("{} {}", r.name, ns(n))))
+            .collect();
+        eprintln!(
+            " {:>5.1}s  ns/op: {}",
+            t.elapsed().as_secs_f64(),
+            summary.join(", ")
+        );
+        rows.extend(got);
+    }
+    let mut lat = Vec::new();
+    if with_latency {
+        let t = Instant::now();
+        eprint!("[{total:>2}/{total}] {:<42}", "conflate/cut_latency");
+        lat = cut_latencies(opts.rounds.min(3), backlog, refills);
+        eprintln!(" {:>5.1}s", t.elapsed().as_secs_f64());
+    }
+
+    let mut report = String::new();
+    let ran = rows.iter().map(|r| r.rounds);
+    let (fewest, most) = (ran.clone().min().unwrap_or(0), ran.max().unwrap_or(0));
+    let _ = writeln!(
+        report,
+        "Throughput ({} mode; each number is the median of {} interleaved rounds, \
+         the order rotating per round):\n",
+        if opts.full { "full" } else { "quick" },
+        if fewest == most {
+            format!("{most}")
+        } else {
+            format!("{fewest} to {most}")
+        }
+    );
+    report.push_str(&table(&rows));
+    if with_latency {
+        report.push('\n');
+        report.push_str(&latency_table(&lat, backlog));
+    }
+    println!("\n{report}");
+    match plots(&opts.out, &rows, &lat, backlog) {
+        Ok(files) => {
+            let md = opts.out.join("report.md");
+            if let Err(e) = std::fs::write(&md, &report) {
+                eprintln!("could not write {}: {e}", md.display());
+            }
+            eprintln!("wrote {} and {} plot(s):", md.display(), files.len());
+            for f in files {
+                eprintln!("  {}", f.display());
+            }
+        }
+        Err(e) => eprintln!("plots failed: {e}"),
+    }
+    eprintln!(
+        "bench-report wall time: {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
