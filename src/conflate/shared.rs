@@ -16,6 +16,12 @@ pub(crate) type HashState = foldhash::fast::RandomState;
 #[cfg(any(loom, shuttle))]
 pub(crate) type HashState = foldhash::fast::FixedState;
 
+#[cfg(test)]
+thread_local! {
+    /// Acquisitions of any hub's writer lock on this thread (tests only).
+    pub(crate) static WRITER_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The registry writer's lock: serializes register, deregister and the closes'
 /// walks over the list. No send ever takes it.
 struct Writer {
@@ -45,6 +51,14 @@ impl<K, V> Shared<K, V> {
         }
     }
 
+    /// The hub-wide lock (registry writers only). Tests count its acquisitions
+    /// to show that no send takes it.
+    fn lock_writer(&self) -> crate::sync::MutexGuard<'_, Writer> {
+        #[cfg(test)]
+        WRITER_LOCKS.with(|n| n.set(n.get() + 1));
+        lock(&self.writer)
+    }
+
     /// The key's hash, computed once per send and reused for every receiver's shard
     /// choice and table probe (DESIGN-NOTES conflate 7).
     pub(crate) fn hash(&self, key: &K) -> u64
@@ -56,7 +70,7 @@ impl<K, V> Shared<K, V> {
 
     /// Runs `f` on the current receiver list under the writer lock.
     fn with_list_locked<R>(&self, f: impl FnOnce(&mut Writer, &ReceiverList<K, V>) -> R) -> R {
-        let mut w = lock(&self.writer);
+        let mut w = self.lock_writer();
         let cur = self.state.load().current();
         // SAFETY: we hold the writer lock and `cur` is the current slot.
         let list = unsafe { self.registry.list(cur) };
@@ -66,7 +80,7 @@ impl<K, V> Shared<K, V> {
     /// Adds a receiver, unless the hub or the send side is closed (then it is
     /// born closed: nothing could ever reach it).
     pub(crate) fn register(&self, core: &Arc<RxCore<K, V>>) {
-        let w = lock(&self.writer);
+        let w = self.lock_writer();
         // Under the writer lock: `close_tx` marks every registered receiver under
         // it too, so a receiver either is born closed or gets marked.
         if w.closed || self.state.load().tx_closed() {
@@ -81,7 +95,7 @@ impl<K, V> Shared<K, V> {
     }
 
     pub(crate) fn deregister(&self, core: &RxCore<K, V>) {
-        let _w = lock(&self.writer);
+        let _w = self.lock_writer();
         self.registry.replace(&self.state, |list| {
             list.iter()
                 .filter(|c| !std::ptr::eq(&***c, core))
@@ -114,7 +128,7 @@ impl<K, V> Shared<K, V> {
     pub(crate) fn close_hub(&self) {
         self.state.close_hub();
         let old = {
-            let mut w = lock(&self.writer);
+            let mut w = self.lock_writer();
             w.closed = true;
             let mut old = Vec::new();
             self.registry.replace(&self.state, |list| {

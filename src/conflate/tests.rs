@@ -144,3 +144,29 @@ fn large_cut_grouped_by_shard_is_one_instant() {
     assert_eq!(next_new, 2 * n);
     assert_eq!(seen_second, n);
 }
+
+#[test]
+fn send_without_receiver_takes_no_lock_and_a_closed_hub_still_refuses() {
+    use super::shared::WRITER_LOCKS;
+    let hub: Hub<u32, u32> = Hub::new();
+    let tx = hub.sender();
+    let before = WRITER_LOCKS.with(|n| n.get());
+    for k in 0..1_000 {
+        tx.send(k, k).unwrap();
+    }
+    // No receiver exists, so there is no shard or queue lock to take either: the
+    // hub's writer lock is the only lock a send could reach.
+    assert_eq!(
+        WRITER_LOCKS.with(|n| n.get()),
+        before,
+        "a send took the hub lock"
+    );
+    tx.close();
+    let closed = WRITER_LOCKS.with(|n| n.get());
+    assert_eq!(tx.send(1, 1).unwrap_err().into_inner(), (1, 1));
+    assert_eq!(
+        WRITER_LOCKS.with(|n| n.get()),
+        closed,
+        "a refused send took the hub lock"
+    );
+}
