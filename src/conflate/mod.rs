@@ -85,19 +85,25 @@
 //!
 //! # Design and performance
 //!
-//! No lock is shared by the whole bus. A send loads the hub's state word (closed
-//! bits, live receivers, sends in flight), enters with one `fetch_add`, reads the
-//! receiver list from an `arc-swap` snapshot, hashes the key once, and per receiver
-//! locks only the key's shard (16 per receiver). A send that coalesces allocates
-//! nothing and touches nothing else; a key that was not pending also takes the
-//! receiver's queue lock for an O(1) append. The consumer refills a private list
-//! from the shared queue in one O(1) swap, and a cut holds publishers up only for
-//! an O(1) swap, whatever the backlog.
+//! No lock is shared by the whole bus on the send path. A send loads the hub's
+//! state word (closed bits, live receivers, sends in flight per receiver-list
+//! slot), enters with one compare-and-swap that also picks the receiver list it
+//! will read (an RCU-style grace period counted in the same word, see
+//! `registry.rs`), hashes the key once, and per receiver locks only the key's
+//! shard (16 per receiver). A send that coalesces allocates nothing and touches
+//! nothing else; a key that was not pending also takes the receiver's queue lock
+//! for an O(1) append. The consumer refills a private list from the shared queue
+//! in one O(1) swap, and a cut holds publishers up only for an O(1) swap, whatever
+//! the backlog: the cut's instant is that swap together with an epoch bump, and a
+//! send merges only into a slot of the current epoch (see `core.rs`).
 //!
-//! Memory per pending key per receiver: one table slot (key, hash, value, three
-//! `u64` counters, a ticket reference, a pointer) and one queue ticket (key, hash,
-//! id, two links) — with `K = u64, V = u64` about 110 bytes; an idle receiver
-//! costs about 2.5 KiB (its 16 cache-padded shards).
+//! Measured on a 2-core machine (README, "Performance"): a send with no receiver
+//! costs about 0.5 ns; one sender to one or to sixteen receivers is 1.2-1.8x the
+//! one-mutex baseline's throughput; with several senders it is 0.5-1.1x, because
+//! each receiver's shard is a lock of its own where the baseline takes one lock
+//! per send. Memory per pending key per receiver, `K = u64, V = u64`: 160-210
+//! bytes measured (slot, ticket and the tables' growth slack); an idle receiver
+//! costs about 2.4 KiB (its 16 cache-padded shards).
 
 mod core;
 mod receiver;
