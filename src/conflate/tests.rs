@@ -1,5 +1,5 @@
 //! Unit tests of the lock-free conflate internals, small enough for miri (which
-//! checks the crates underneath too: arc-swap, hashbrown, event-listener).
+//! checks the crates underneath too: hashbrown, event-listener).
 
 use super::Hub;
 use crate::TryRecvError;
