@@ -170,3 +170,27 @@ fn send_without_receiver_takes_no_lock_and_a_closed_hub_still_refuses() {
         "a refused send took the hub lock"
     );
 }
+
+#[test]
+fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
+    // Registry writers replace the receiver list while sends read it; under miri
+    // a list freed before its last reader left is a use-after-free report.
+    let rounds = if cfg!(miri) { 20 } else { 2_000 };
+    let hub: Hub<u32, u32> = Hub::new();
+    let mut stays = hub.receiver();
+    let tx = hub.sender();
+    let churn_hub = hub.clone();
+    let churn = thread::spawn(move || {
+        for _ in 0..rounds {
+            let rx = churn_hub.receiver();
+            drop(rx);
+        }
+    });
+    for k in 0..rounds * 2 {
+        tx.send(k as u32, 1).unwrap();
+    }
+    churn.join().unwrap();
+    drop((hub, tx));
+    let delivered = stays.iter().count();
+    assert_eq!(delivered, rounds * 2, "the stable receiver got every send");
+}
