@@ -192,11 +192,8 @@ impl std::task::Wake for Flag {
     }
 }
 
-/// `$(#[$known_bug])?` marks the tests that pin a known bug of that
-/// implementation (`#[ignore = "..."]`, so CI stays green while the bug is open;
-/// run them with `--ignored`).
 macro_rules! bad_input_conflate {
-    ($name:ident, $($m:ident)::+ $(, #[$known_bug:meta])?) => {
+    ($name:ident, $($m:ident)::+) => {
         mod $name {
             use super::*;
             use $($m)::+ as imp;
@@ -656,7 +653,6 @@ macro_rules! bad_input_conflate {
             }
 
             #[test]
-            $(#[$known_bug])?
             fn key_clone_panicking_mid_send() {
                 survives_panicking_trait(Which::Clone, false);
             }
@@ -666,7 +662,6 @@ macro_rules! bad_input_conflate {
             /// async receive polled once (so it is registered), and the waker
             /// records whether anything woke it.
             #[test]
-            $(#[$known_bug])?
             fn key_clone_panic_loses_no_wakeup() {
                 for nth in 1..=4u32 {
                     let trap = Arc::new(Trap::default());
