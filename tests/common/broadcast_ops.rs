@@ -11,7 +11,7 @@
 //! on every interesting boundary: the evicted range, `oldest - 1`, the tail, and the
 //! future, whatever the capacity.
 
-use super::harness::{self, pick, Source, Tally};
+use super::harness::{self, pick, Lockstep, Source, Tally};
 use keybus::{Entry, ReadError};
 use std::fmt;
 use std::time::Duration;
@@ -736,86 +736,32 @@ impl<I: BroadcastImpl> World<I> {
 }
 
 /// The first difference between two implementations on one sequence.
-#[derive(Debug, Clone)]
-pub struct Mismatch {
-    /// Index into the sequence's ops, or into the epilogue.
-    pub step: usize,
-    /// Whether `step` is in the epilogue the runner appends to every sequence.
-    pub epilogue: bool,
-    pub op: Op,
-    /// What differed: the op's result, the snapshot after it, or a panic.
-    pub what: &'static str,
-    pub a: String,
-    pub b: String,
-}
+pub type Mismatch = harness::Mismatch<Op>;
 
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} at {} step {} ({:?}):\n  a: {}\n  b: {}",
-            self.what,
-            if self.epilogue { "epilogue" } else { "op" },
-            self.step,
-            self.op,
-            self.a,
-            self.b
-        )
+impl<I: BroadcastImpl> Lockstep for World<I> {
+    type Op = Op;
+    type Outcome = Outcome;
+    type Snapshot = Snapshot;
+    fn apply(&mut self, op: &Op) -> Outcome {
+        World::apply(self, op)
+    }
+    fn label(outcome: &Outcome) -> &'static str {
+        outcome.label()
+    }
+    fn snapshot(&self) -> Snapshot {
+        World::snapshot(self)
+    }
+    fn epilogue(&self) -> Vec<Op> {
+        World::epilogue(self)
     }
 }
 
-/// Applies `scenario` to `A` and `B` in lockstep, comparing every op's result and
-/// the snapshot after it; then runs the epilogue the same way. Returns a tally of
-/// outcome kinds (see [`Outcome::label`]).
+/// Applies `scenario` to `A` and `B` in lockstep (see [`harness::lockstep`]).
+/// Returns a tally of outcome kinds (see [`Outcome::label`]).
 pub fn run<A: BroadcastImpl, B: BroadcastImpl>(scenario: &Scenario) -> Result<Tally, Mismatch> {
     let mut a = World::<A>::new(scenario.capacity);
     let mut b = World::<B>::new(scenario.capacity);
-    let mut tally = Tally::new();
-    let mut step = |(i, epilogue): (usize, bool), op: &Op, a: &mut World<A>, b: &mut World<B>| {
-        let mismatch = |what, x: String, y: String| Mismatch {
-            step: i,
-            epilogue,
-            op: op.clone(),
-            what,
-            a: x,
-            b: y,
-        };
-        let ra = harness::catch(|| a.apply(op));
-        let rb = harness::catch(|| b.apply(op));
-        match (ra, rb) {
-            (Ok(ra), Ok(rb)) if ra == rb => *tally.entry(ra.label()).or_default() += 1,
-            (Ok(ra), Ok(rb)) => {
-                return Err(mismatch(
-                    "result differs",
-                    format!("{ra:?}"),
-                    format!("{rb:?}"),
-                ))
-            }
-            (ra, rb) => {
-                return Err(mismatch(
-                    "unexpected panic",
-                    format!("{ra:?}"),
-                    format!("{rb:?}"),
-                ))
-            }
-        }
-        let (sa, sb) = (a.snapshot(), b.snapshot());
-        if sa != sb {
-            return Err(mismatch(
-                "snapshot differs",
-                format!("{sa:?}"),
-                format!("{sb:?}"),
-            ));
-        }
-        Ok(())
-    };
-    for (i, op) in scenario.ops.iter().enumerate() {
-        step((i, false), op, &mut a, &mut b)?;
-    }
-    for (i, op) in a.epilogue().iter().enumerate() {
-        step((i, true), op, &mut a, &mut b)?;
-    }
-    Ok(tally)
+    harness::lockstep(&mut a, &mut b, &scenario.ops)
 }
 
 /// [`run`] with the implementations' names in the report.

@@ -14,7 +14,7 @@
 //! after every op: the values it keeps alive are exactly its pending slots (a closed
 //! or dropped receiver's values are gone at once), and nothing outlives the handles.
 
-use super::harness::{self, pick, Source, Tally, UserPanic};
+use super::harness::{self, pick, Lockstep, Source, Tally, UserPanic};
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::fmt;
 use std::sync::Arc;
@@ -856,31 +856,27 @@ impl<I: ConflateImpl> World<I> {
 }
 
 /// The first difference between two implementations on one sequence.
-#[derive(Debug, Clone)]
-pub struct Mismatch {
-    /// Index into the sequence's ops, or into the epilogue.
-    pub step: usize,
-    /// Whether `step` is in the epilogue the runner appends to every sequence.
-    pub epilogue: bool,
-    pub op: Op,
-    /// What differed: the op's result, the snapshot after it, or a panic.
-    pub what: &'static str,
-    pub a: String,
-    pub b: String,
-}
+pub type Mismatch = harness::Mismatch<Op>;
 
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} at {} step {} ({:?}):\n  a: {}\n  b: {}",
-            self.what,
-            if self.epilogue { "epilogue" } else { "op" },
-            self.step,
-            self.op,
-            self.a,
-            self.b
-        )
+impl<I: ConflateImpl> Lockstep for World<I> {
+    type Op = Op;
+    type Outcome = Outcome;
+    type Snapshot = Snapshot;
+    fn apply(&mut self, op: &Op) -> Outcome {
+        World::apply(self, op)
+    }
+    fn label(outcome: &Outcome) -> &'static str {
+        outcome.label()
+    }
+    fn snapshot(&self) -> Snapshot {
+        World::snapshot(self)
+    }
+    fn epilogue(&self) -> Vec<Op> {
+        World::epilogue(self)
+    }
+    fn check_alone(&self) -> Option<String> {
+        let stray = self.stray_values();
+        (stray != 0).then(|| format!("{stray} values alive beyond pending slots"))
     }
 }
 
@@ -908,68 +904,14 @@ impl Scenario {
     }
 }
 
-/// Applies `scenario` to `A` and `B` in lockstep, comparing every op's result and
-/// the snapshot after it; then runs the epilogue the same way.
+/// Applies `scenario` to `A` and `B` in lockstep (see [`harness::lockstep`]), then
+/// drops every handle and checks each side freed every value.
 ///
 /// Returns a tally of outcome kinds (see [`Outcome::label`]) for coverage reports.
 pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tally, Mismatch> {
     let mut a = World::<A>::new(scenario.hub_merge);
     let mut b = World::<B>::new(scenario.hub_merge);
-    let mut tally = Tally::new();
-    let mut step = |(i, epilogue): (usize, bool), op: &Op, a: &mut World<A>, b: &mut World<B>| {
-        let mismatch = |what, x: String, y: String| Mismatch {
-            step: i,
-            epilogue,
-            op: op.clone(),
-            what,
-            a: x,
-            b: y,
-        };
-        let ra = harness::catch(|| a.apply(op));
-        let rb = harness::catch(|| b.apply(op));
-        match (ra, rb) {
-            (Ok(ra), Ok(rb)) if ra == rb => *tally.entry(ra.label()).or_default() += 1,
-            (Ok(ra), Ok(rb)) => {
-                return Err(mismatch(
-                    "result differs",
-                    format!("{ra:?}"),
-                    format!("{rb:?}"),
-                ))
-            }
-            (ra, rb) => {
-                return Err(mismatch(
-                    "unexpected panic",
-                    format!("{ra:?}"),
-                    format!("{rb:?}"),
-                ))
-            }
-        }
-        let (sa, sb) = (a.snapshot(), b.snapshot());
-        if sa != sb {
-            return Err(mismatch(
-                "snapshot differs",
-                format!("{sa:?}"),
-                format!("{sb:?}"),
-            ));
-        }
-        // Checked on each side alone: two implementations that agree can still
-        // both hold values they should have dropped.
-        let (xa, xb) = (a.stray_values(), b.stray_values());
-        if xa != 0 || xb != 0 {
-            return Err(mismatch(
-                "values alive beyond pending slots (alive - pending)",
-                format!("{xa}"),
-                format!("{xb}"),
-            ));
-        }
-        Ok(())
-    };
-    for (i, op) in scenario.ops.iter().enumerate() {
-        step((i, false), op, &mut a, &mut b)?;
-    }
-    for (i, op) in a.epilogue().iter().enumerate() {
-        step((i, true), op, &mut a, &mut b)?;
-    }
+    let tally = harness::lockstep(&mut a, &mut b, &scenario.ops)?;
     let (la, lb) = (a.teardown(), b.teardown());
     if la != 0 || lb != 0 {
         return Err(Mismatch {

@@ -10,6 +10,7 @@
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Once};
@@ -249,4 +250,115 @@ pub fn poll_once<F: Future>(future: F) -> Option<F::Output> {
         Poll::Ready(output) => Some(output),
         Poll::Pending => None,
     }
+}
+
+/// One side of a differential run: an implementation driven op by op.
+pub trait Lockstep {
+    type Op: Clone + fmt::Debug;
+    type Outcome: PartialEq + fmt::Debug;
+    type Snapshot: PartialEq + fmt::Debug;
+    fn apply(&mut self, op: &Self::Op) -> Self::Outcome;
+    /// The outcome's kind, for coverage tallies.
+    fn label(outcome: &Self::Outcome) -> &'static str;
+    /// Every non-consuming query, compared after each op.
+    fn snapshot(&self) -> Self::Snapshot;
+    /// The ops appended to every sequence (drain, close, drain).
+    fn epilogue(&self) -> Vec<Self::Op>;
+    /// A check of this side alone after each op (`Some(why)` when it fails): two
+    /// implementations that agree can still both be wrong, e.g. hold values they
+    /// should have dropped.
+    fn check_alone(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The first difference between two implementations on one sequence.
+#[derive(Debug, Clone)]
+pub struct Mismatch<Op> {
+    /// Index into the sequence's ops, or into the epilogue.
+    pub step: usize,
+    /// Whether `step` is in the epilogue the runner appends to every sequence.
+    pub epilogue: bool,
+    pub op: Op,
+    /// What differed: the op's result, the snapshot after it, or a panic.
+    pub what: &'static str,
+    pub a: String,
+    pub b: String,
+}
+
+impl<Op: fmt::Debug> fmt::Display for Mismatch<Op> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at {} step {} ({:?}):\n  a: {}\n  b: {}",
+            self.what,
+            if self.epilogue { "epilogue" } else { "op" },
+            self.step,
+            self.op,
+            self.a,
+            self.b
+        )
+    }
+}
+
+/// Applies `ops` to `a` and `b` in lockstep, comparing every op's result, the
+/// snapshot after it and each side's own check; then runs `a`'s epilogue the same
+/// way. Returns a tally of outcome kinds.
+pub fn lockstep<A, B>(a: &mut A, b: &mut B, ops: &[A::Op]) -> Result<Tally, Mismatch<A::Op>>
+where
+    A: Lockstep,
+    B: Lockstep<Op = A::Op, Outcome = A::Outcome, Snapshot = A::Snapshot>,
+{
+    let mut tally = Tally::new();
+    let mut step = |(i, epilogue): (usize, bool), op: &A::Op, a: &mut A, b: &mut B| {
+        let mismatch = |what, x: String, y: String| Mismatch {
+            step: i,
+            epilogue,
+            op: op.clone(),
+            what,
+            a: x,
+            b: y,
+        };
+        match (catch(|| a.apply(op)), catch(|| b.apply(op))) {
+            (Ok(ra), Ok(rb)) if ra == rb => *tally.entry(A::label(&ra)).or_default() += 1,
+            (Ok(ra), Ok(rb)) => {
+                return Err(mismatch(
+                    "result differs",
+                    format!("{ra:?}"),
+                    format!("{rb:?}"),
+                ))
+            }
+            (ra, rb) => {
+                return Err(mismatch(
+                    "unexpected panic",
+                    format!("{ra:?}"),
+                    format!("{rb:?}"),
+                ))
+            }
+        }
+        let (sa, sb) = (a.snapshot(), b.snapshot());
+        if sa != sb {
+            return Err(mismatch(
+                "snapshot differs",
+                format!("{sa:?}"),
+                format!("{sb:?}"),
+            ));
+        }
+        let (xa, xb) = (a.check_alone(), b.check_alone());
+        if xa.is_some() || xb.is_some() {
+            return Err(mismatch(
+                "a side's own check failed",
+                format!("{xa:?}"),
+                format!("{xb:?}"),
+            ));
+        }
+        Ok(())
+    };
+    for (i, op) in ops.iter().enumerate() {
+        step((i, false), op, a, b)?;
+    }
+    for (i, op) in a.epilogue().iter().enumerate() {
+        step((i, true), op, a, b)?;
+    }
+    Ok(tally)
 }
