@@ -29,6 +29,7 @@ pub mod conflate;
 mod error;
 mod event;
 mod policy;
+mod reentrancy;
 mod sync;
 mod wait;
 

@@ -38,7 +38,7 @@
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
+use crate::sync::{lock, model_yield, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
 use std::mem;
@@ -217,11 +217,18 @@ impl<K, V> RxCore<K, V> {
     /// Pending keys, as the consumer sees them (exact when no send is in
     /// progress). Acquire pairs with the Release stores under the queue lock.
     pub(crate) fn len(&self, local: &Local<K>) -> usize {
-        let pushed = self.queue.pushed.load(Ordering::Acquire);
+        // `retired` first, `pushed` second: at every instant `retired + taken <=
+        // pushed`, and both counters only grow. The retire that stored the value
+        // read here happened after the push of the value it retired (each runs
+        // under the queue lock, the push first), and Acquire makes that push's
+        // store visible to the load of `pushed` below (coherence), so the
+        // difference cannot go negative. Read the other way round, a key pushed
+        // and annihilated between the two loads made it wrap.
         let retired = self.queue.retired.load(Ordering::Acquire);
-        // Retired after pushed: a value cannot be retired before it was pushed,
-        // so reading `retired` second never makes the difference negative.
-        usize::try_from(pushed - retired - local.taken).unwrap_or(usize::MAX)
+        model_yield();
+        let pushed = self.queue.pushed.load(Ordering::Acquire);
+        let pending = pushed - retired - local.taken;
+        usize::try_from(pending).unwrap_or(usize::MAX)
     }
 
     pub(crate) fn is_closed(&self) -> bool {

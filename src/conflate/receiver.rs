@@ -213,6 +213,9 @@ where
     /// deregistered now. Other receivers and the send side are unaffected.
     /// Idempotent.
     pub fn close(&self) {
+        // Checked before anything changes, so a re-entrant call leaves the
+        // receiver as it was (see `reentrancy.rs`).
+        crate::reentrancy::forbid_inside_send(&*self.shared, "Receiver::close");
         if self.core.close() {
             self.shared.deregister(&self.core);
             self.core.clear();
@@ -263,6 +266,17 @@ where
 
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
+        if crate::reentrancy::inside_send(&*self.shared) {
+            // Dropped by user code inside this hub's own send: deregistering would
+            // wait for that send. Closed, it takes no more values; it stays listed
+            // until the hub is freed. Panic unless already unwinding (a second
+            // panic would abort).
+            self.core.close();
+            if !std::thread::panicking() {
+                crate::reentrancy::forbid_inside_send(&*self.shared, "dropping a Receiver");
+            }
+            return;
+        }
         if self.core.close() {
             self.shared.deregister(&self.core);
             self.core.clear();

@@ -3,6 +3,7 @@
 use super::shared::Shared;
 use super::state::{Entered, Snapshot};
 use crate::error::SendError;
+use crate::reentrancy::SendScope;
 use crate::sync::Arc;
 use std::fmt;
 use std::hash::Hash;
@@ -77,6 +78,8 @@ where
             Entered::InFlight(slot) => slot,
         };
         let _in_flight = InFlight { shared, slot };
+        // Dropped before `_in_flight`, whose drop may take the registry lock.
+        let _scope = SendScope::enter(shared);
         let hash = shared.hash(&key);
         // SAFETY: this send is in flight on `slot` until `_in_flight` drops, after
         // the last use of `receivers`.

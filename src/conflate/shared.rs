@@ -5,6 +5,7 @@ use super::core::RxCore;
 use super::registry::{ReceiverList, Registry};
 use super::state::HubState;
 use crate::policy::Merge;
+use crate::reentrancy::forbid_inside_send;
 use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 
@@ -80,6 +81,7 @@ impl<K, V> Shared<K, V> {
     /// Adds a receiver, unless the hub or the send side is closed (then it is
     /// born closed: nothing could ever reach it).
     pub(crate) fn register(&self, core: &Arc<RxCore<K, V>>) {
+        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
         let w = self.lock_writer();
         // Under the writer lock: `close_tx` marks every registered receiver under
         // it too, so a receiver either is born closed or gets marked.
@@ -116,6 +118,7 @@ impl<K, V> Shared<K, V> {
     }
 
     pub(crate) fn close_tx(&self) {
+        forbid_inside_send(self, "Sender::close");
         self.state.close_tx();
         self.with_list_locked(|_, list| {
             for core in list {
@@ -126,6 +129,7 @@ impl<K, V> Shared<K, V> {
 
     /// Hard close: the send side and every receiver, now; nothing drains.
     pub(crate) fn close_hub(&self) {
+        forbid_inside_send(self, "Hub::close");
         self.state.close_hub();
         let old = {
             let mut w = self.lock_writer();

@@ -38,6 +38,16 @@ impl<K, V> fmt::Debug for Receiver<K, V> {
 
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
+        if crate::reentrancy::inside_send(&*self.shared) {
+            // Dropped by user code inside this hub's own send: the hub mutex is
+            // this thread's, so deregistering would deadlock. It stays registered
+            // until the hub is freed. Panic unless already unwinding (a second
+            // panic would abort).
+            if !std::thread::panicking() {
+                crate::reentrancy::forbid_inside_send(&*self.shared, "dropping a Receiver");
+            }
+            return;
+        }
         self.shared.close_receiver(self.id);
     }
 }

@@ -5,6 +5,7 @@ use super::queue::KeyQueue;
 use super::state::State;
 use crate::error::{SendError, TryRecvError};
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
+use crate::reentrancy::{forbid_inside_send, SendScope};
 #[cfg(test)]
 use crate::sync::AtomicU64;
 use crate::sync::{lock, Arc, Mutex, MutexGuard, Notify};
@@ -75,7 +76,15 @@ impl<K, V> Shared<K, V> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner<K, V>> {
+    /// The hub mutex, for `call`. Panics, naming `call`, if this thread holds it
+    /// already: it runs user code inside this hub's send (see `reentrancy.rs`).
+    #[track_caller]
+    fn lock(&self, call: &str) -> MutexGuard<'_, Inner<K, V>> {
+        forbid_inside_send(self, call);
+        self.lock_raw()
+    }
+
+    fn lock_raw(&self) -> MutexGuard<'_, Inner<K, V>> {
         #[cfg(test)]
         self.locks.fetch_add(1, crate::sync::Ordering::Relaxed);
         lock(&self.inner)
@@ -84,7 +93,7 @@ impl<K, V> Shared<K, V> {
     /// Graceful close: sends fail from now on, receivers keep what is pending and
     /// answer `Closed` once it is drained. Idempotent.
     pub(super) fn close_send(&self) {
-        let inner = self.lock();
+        let inner = self.lock("Sender::close");
         if self.state.close_send_locked() {
             // A receiver parked on an empty queue must wake to see `Closed`.
             for rx in &inner.receivers {
@@ -96,7 +105,7 @@ impl<K, V> Shared<K, V> {
     /// Hard close: sends fail and every receiver is deregistered with its pending
     /// values dropped. Idempotent.
     pub(super) fn close_hub(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.lock("Hub::close");
         if !self.state.close_hub_locked() {
             return;
         }
@@ -109,7 +118,7 @@ impl<K, V> Shared<K, V> {
 
     /// Closes one receiver: deregistered now, pending values dropped. Idempotent.
     pub(super) fn close_receiver(&self, id: u64) {
-        let mut inner = self.lock();
+        let mut inner = self.lock("Receiver::close (or dropping a Receiver)");
         if let Some(pos) = inner.position(id) {
             let gone = inner.deregister(pos, &self.state);
             drop(inner);
@@ -126,7 +135,7 @@ impl<K, V> Shared<K, V> {
         id: u64,
         op: impl FnOnce(&mut KeyQueue<K, V>) -> Option<R>,
     ) -> Result<R, TryRecvError> {
-        let mut inner = self.lock();
+        let mut inner = self.lock("a receive on a Receiver");
         // Not registered: closed itself, torn down by `Hub::close`, born closed,
         // or already drained after a graceful close.
         let Some(pos) = inner.position(id) else {
@@ -146,7 +155,7 @@ impl<K, V> Shared<K, V> {
 
     /// Pending keys of a receiver (0 once it is closed).
     pub(super) fn pending(&self, id: u64) -> usize {
-        let inner = self.lock();
+        let inner = self.lock("Receiver::len");
         inner
             .position(id)
             .map_or(0, |pos| inner.receivers[pos].queue.len())
@@ -154,7 +163,7 @@ impl<K, V> Shared<K, V> {
 
     /// Whether the next receive would answer `Closed`.
     pub(super) fn receiver_closed(&self, id: u64) -> bool {
-        let inner = self.lock();
+        let inner = self.lock("Receiver::is_closed");
         match inner.position(id) {
             None => true,
             Some(pos) => {
@@ -173,7 +182,7 @@ where
     /// closed (it could only ever answer `Closed`).
     pub(super) fn register(&self, config: ReceiverConfig<K, V>) -> Registration {
         let notify = Arc::new(Notify::new());
-        let mut inner = self.lock();
+        let mut inner = self.lock("Hub::receiver (ReceiverBuilder::build)");
         let id = inner.next_id;
         inner.next_id += 1;
         if !self.state.load_locked().send_closed() {
@@ -201,7 +210,10 @@ where
         }
         // `K: Hash` is user code: run it before anything is locked or changed.
         let hash = self.hasher.hash_one(&key);
-        let mut inner = self.lock();
+        // Marks this thread as inside the send until the mutex is released: user
+        // code that calls back into the hub then panics instead of deadlocking.
+        let scope = SendScope::enter(self);
+        let mut inner = self.lock_raw();
         // Re-decided under the mutex, which `Sender::close` also holds: this is
         // what makes a send racing a close either fully published or refused.
         if self.state.load_locked().send_closed() {
@@ -212,6 +224,7 @@ where
         // unpoisoned, and only then hand the panic to the caller.
         let outcome = catch_unwind(AssertUnwindSafe(|| inner.fan_out(hash, key, value)));
         drop(inner);
+        drop(scope);
         if let Err(panic) = outcome {
             resume_unwind(panic);
         }

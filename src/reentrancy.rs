@@ -1,0 +1,108 @@
+//! Turns user code that calls back into its own hub from a hang into a panic.
+//!
+//! A send runs user code — a merge, a key filter, a key's or value's `Clone`,
+//! `Eq`, `Hash` or `Drop` — while it holds something a hub call needs: in the
+//! lock-free hub, the send is counted in flight, and registering, deregistering or
+//! closing waits for every send in flight to finish (the registry's grace period,
+//! see docs/design.md, "Conflate: the registry"); a re-entrant send may also need
+//! the shard lock its caller holds. In the baseline the send holds the one hub
+//! mutex. Either way the call would wait for the very send it runs inside.
+//!
+//! Each thread keeps the list of hubs whose send it is running right now (a list,
+//! not one entry, because user code may legitimately send into *another* hub). A
+//! hub call that would wait for its own sends first checks that list and panics
+//! with a message naming the call. The cost, paid only by a send that reaches at
+//! least one receiver: one thread-local push and pop (about 1 ns); the check on a
+//! registry call is one thread-local read.
+//!
+//! The thread-local is the model checker's own under loom and shuttle, whose
+//! model threads may share one OS thread.
+
+use std::cell::RefCell;
+
+#[cfg(not(any(loom, shuttle)))]
+std::thread_local! {
+    static RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+}
+
+#[cfg(all(shuttle, not(loom)))]
+shuttle::thread_local! {
+    static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+}
+
+/// Marks the current thread as running a send of the hub at `hub` (any address
+/// unique to the hub while it lives, e.g. its shared state) until dropped,
+/// including when user code unwinds out of the send.
+pub(crate) struct SendScope {
+    hub: usize,
+}
+
+impl SendScope {
+    /// Marks the send; panics first (as [`forbid_inside_send`]) if this thread is
+    /// already inside a send of the same hub: a send from its own user code.
+    #[track_caller]
+    pub(crate) fn enter<T>(hub: *const T) -> Self {
+        let hub = hub as usize;
+        let nested = RUNNING.with(|r| {
+            let mut r = r.borrow_mut();
+            let nested = r.contains(&hub);
+            if !nested {
+                r.push(hub);
+            }
+            nested
+        });
+        if nested {
+            reentered("Sender::send");
+        }
+        SendScope { hub }
+    }
+}
+
+impl Drop for SendScope {
+    fn drop(&mut self) {
+        RUNNING.with(|r| {
+            let mut r = r.borrow_mut();
+            // Scopes nest, so this is the last entry; search anyway so a bug here
+            // can never unmark another hub.
+            if let Some(at) = r.iter().rposition(|&h| h == self.hub) {
+                r.remove(at);
+            }
+        });
+    }
+}
+
+/// Whether the current thread is inside a send of the hub at `hub`.
+pub(crate) fn inside_send<T>(hub: *const T) -> bool {
+    let hub = hub as usize;
+    // `try_with`: during thread teardown the list may already be gone, and then no
+    // send of ours is running on this thread.
+    RUNNING
+        .try_with(|r| r.borrow().contains(&hub))
+        .unwrap_or(false)
+}
+
+/// Panics if the current thread is inside a send of the hub at `hub`: `call` (e.g.
+/// `"Hub::receiver"`) was made from user code that send runs, and would wait for
+/// that send to finish, i.e. forever.
+#[track_caller]
+pub(crate) fn forbid_inside_send<T>(hub: *const T, call: &str) {
+    if inside_send(hub) {
+        reentered(call);
+    }
+}
+
+#[cold]
+#[track_caller]
+fn reentered(call: &str) -> ! {
+    panic!(
+        "keybus: {call} called from user code (a merge, a key filter, or a key's \
+         or value's Clone/Eq/Hash/Drop) running inside Sender::send on the same \
+         hub; such code must not call back into its own hub, which would wait \
+         for the very send that runs it"
+    );
+}
