@@ -43,18 +43,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A scheduling point for the model checkers, nothing in a normal build. Placed
-/// between two loads that must be read as a pair, so a model also explores
-/// another thread running between them (loom's reduction may otherwise skip that
-/// interleaving when the loads race with stores it has not executed yet).
-#[inline(always)]
-pub(crate) fn model_yield() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(all(shuttle, not(loom)))]
-    shuttle::thread::yield_now();
-}
-
 /// Waits, without parking, until `done()` holds. For grace periods that end when
 /// sends already in flight finish (a bounded fan-out each): spins briefly, then
 /// yields the thread. Under a model checker each retry yields to the scheduler.

@@ -1,11 +1,12 @@
 //! Loom model of `Receiver::len()` read while keys are annihilated concurrently.
 //!
-//! `len()` is computed lock-free from counters that only grow (values pushed,
-//! values retired without being taken) and the consumer's own count of values
-//! taken. Read in the wrong order, a key pushed and annihilated between the two
+//! `len()` is computed lock-free from the count of live values (pushed, less
+//! retired without being taken) and the consumer's own count of values taken.
+//! When it was read as two counters, a key pushed and annihilated between the two
 //! loads made the difference negative: `len()` wrapped to `usize::MAX` in release
-//! and panicked on overflow in debug. The model explores every interleaving of one
-//! poll with a push and an annihilation.
+//! and panicked on overflow in debug; read in the other order it could report two
+//! keys where one can be pending. The model explores one poll against a push and
+//! an annihilation.
 #![cfg(loom)]
 
 use keybus::conflate::Hub;

@@ -38,7 +38,7 @@
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
-use crate::sync::{lock, model_yield, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
 use std::mem;
@@ -143,16 +143,16 @@ struct QueueCell<K> {
     lock: Mutex<Queue<K>>,
     /// Tickets in the shared list.
     queued: AtomicUsize,
-    /// Values that became pending (one per ticket ever pushed).
-    pushed: AtomicU64,
-    /// Values that stopped pending without being taken: annihilated, or dropped
-    /// by a panicking merge.
-    retired: AtomicU64,
+    /// Values that became pending (one per ticket ever pushed), less those that
+    /// stopped pending without being taken (annihilated, or dropped by a
+    /// panicking merge). One word rather than two counters: read as two loads,
+    /// a key pushed and annihilated between them made `len()` wrap.
+    live: AtomicU64,
 }
 
 /// The consumer's private state: tickets taken from the shared list in one swap,
 /// an empty list to swap in at the next cut (kept to reuse its capacity), and how
-/// many values the consumer took. Pending = pushed - retired - taken.
+/// many values the consumer took. Pending = live - taken.
 pub(crate) struct Local<K> {
     private: TicketList<K>,
     spare: TicketList<K>,
@@ -200,8 +200,7 @@ impl<K, V> RxCore<K, V> {
                     next_id: 0,
                 }),
                 queued: AtomicUsize::new(0),
-                pushed: AtomicU64::new(0),
-                retired: AtomicU64::new(0),
+                live: AtomicU64::new(0),
             }),
             epoch: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -217,18 +216,13 @@ impl<K, V> RxCore<K, V> {
     /// Pending keys, as the consumer sees them (exact when no send is in
     /// progress). Acquire pairs with the Release stores under the queue lock.
     pub(crate) fn len(&self, local: &Local<K>) -> usize {
-        // `retired` first, `pushed` second: at every instant `retired + taken <=
-        // pushed`, and both counters only grow. The retire that stored the value
-        // read here happened after the push of the value it retired (each runs
-        // under the queue lock, the push first), and Acquire makes that push's
-        // store visible to the load of `pushed` below (coherence), so the
-        // difference cannot go negative. Read the other way round, a key pushed
-        // and annihilated between the two loads made it wrap.
-        let retired = self.queue.retired.load(Ordering::Acquire);
-        model_yield();
-        let pushed = self.queue.pushed.load(Ordering::Acquire);
-        let pending = pushed - retired - local.taken;
-        usize::try_from(pending).unwrap_or(usize::MAX)
+        // One word, so the count cannot tear: values pushed and retired are
+        // netted under the queue lock, and `taken` is the consumer's own (no
+        // other thread changes it while `&self` is shared). `live >= taken` in
+        // every state the load can return: each value taken was pushed and not
+        // retired, and its push happened before the consumer took it.
+        let live = self.queue.live.load(Ordering::Acquire);
+        usize::try_from(live - local.taken).unwrap_or(usize::MAX)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -412,8 +406,8 @@ where
         // Plain stores under the lock (no read-modify-write). Release pairs with
         // the consumer's lock-free Acquire loads in `refill` and `len`.
         cell.queued.store(queued, Ordering::Release);
-        let pushed = cell.pushed.load(Ordering::Relaxed);
-        cell.pushed.store(pushed + 1, Ordering::Release);
+        let live = cell.live.load(Ordering::Relaxed);
+        cell.live.store(live + 1, Ordering::Release);
         drop(q);
         let pending = Pending {
             value,
@@ -435,8 +429,8 @@ where
             cell.queued.store(q.shared.len(), Ordering::Release);
         }
         // Otherwise the ticket is in the consumer's private list, which skips it.
-        let retired = cell.retired.load(Ordering::Relaxed);
-        cell.retired.store(retired + 1, Ordering::Release);
+        let live = cell.live.load(Ordering::Relaxed);
+        cell.live.store(live - 1, Ordering::Release);
     }
 
     /// Moves the shared list into the consumer's (empty) private list. O(1).
