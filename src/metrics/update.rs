@@ -251,10 +251,15 @@ impl Totals {
 
     /// Folds one delivered event in.
     pub fn apply(&mut self, event: crate::Event<Key, Update>) {
-        match self.map.get_mut(&event.key) {
-            Some(now) => *now = now.merge(event.value),
+        self.fold(event.key, event.value);
+    }
+
+    /// Folds `update` into what `key` has (a reference tally can be kept this way).
+    pub fn fold(&mut self, key: Key, update: Update) {
+        match self.map.get_mut(&key) {
+            Some(now) => *now = now.merge(update),
             None => {
-                self.map.insert(event.key, event.value);
+                self.map.insert(key, update);
             }
         }
     }
