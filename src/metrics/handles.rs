@@ -77,10 +77,13 @@ impl HistogramFn for Handle {
 /// call, so readers of different keys should not share one lock word.
 const SHARDS: usize = 16;
 
+/// One shard of a [`HandleMap`]: the handles whose key hashes to it.
+type Shard = RwLock<HashTable<(Key, Arc<Handle>)>>;
+
 /// One handle per key, for one kind. Handles live as long as the recorder (the
 /// key set bounds them), like the registries of `metrics` exporters.
 pub(crate) struct HandleMap {
-    shards: [RwLock<HashTable<(Key, Arc<Handle>)>>; SHARDS],
+    shards: [Shard; SHARDS],
 }
 
 impl HandleMap {
@@ -112,7 +115,7 @@ impl HandleMap {
     #[cold]
     fn insert_slow(
         &self,
-        shard: &RwLock<HashTable<(Key, Arc<Handle>)>>,
+        shard: &Shard,
         hash: u64,
         key: &Key,
         tx: &Sender<Key, Update>,

@@ -123,7 +123,7 @@
 //! and kind: a shared lock on one of 16 shards, a key comparison and an `Arc`
 //! clone, no allocation. The handle owns the metric's key (made retained at
 //! registration, so cloning it copies no string and allocates nothing) and a
-//! conflate [`Sender`](crate::conflate::Sender), so an update is exactly one send:
+//! conflate [`Sender`], so an update is exactly one send:
 //! one atomic load when no consumer exists; otherwise, per consumer, one shard lock
 //! and a fold, allocating nothing when the key is already pending there. Handles
 //! kept out of a loop (`let c = counter!("x"); c.increment(1)`) skip the lookup.
@@ -170,6 +170,9 @@ pub struct Description {
     pub text: SharedString,
 }
 
+/// Descriptions by kind and name: unit and text.
+type Descriptions = HashMap<(Kind, KeyName), (Option<Unit>, SharedString)>;
+
 /// A [`metrics::Recorder`] that sends every update into a conflate hub keyed by
 /// [`metrics::Key`]; see the [module docs](self).
 ///
@@ -187,7 +190,7 @@ struct Inner {
     counters: HandleMap,
     gauges: HandleMap,
     histograms: HandleMap,
-    descriptions: Mutex<HashMap<(Kind, KeyName), (Option<Unit>, SharedString)>>,
+    descriptions: Mutex<Descriptions>,
     retain_latest: bool,
 }
 
