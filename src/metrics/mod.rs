@@ -127,7 +127,14 @@
 //! one atomic load when no consumer exists; otherwise, per consumer, one shard lock
 //! and a fold, allocating nothing when the key is already pending there. Handles
 //! kept out of a loop (`let c = counter!("x"); c.increment(1)`) skip the lookup.
-//! Measured per update: `benches/metrics.rs` (see the README).
+//!
+//! Measured on a 2-core machine (`benches/metrics.rs`; medians of 7 interleaved
+//! rounds): a kept handle's `increment(1)` costs about 8 ns with no receiver and
+//! 100 ns with two receivers, against 6.5 ns for the floor a counting-only
+//! exporter pays (`metrics-util`'s atomic registry, one `AtomicU64` per key);
+//! through `counter!(..).increment(1)`, 32 ns and 123 ns against the floor's
+//! 29 ns. Per receiver the cost is the conflate send (a shard lock and a fold of
+//! the 40-byte [`Update`]); the floor delivers to nobody.
 //!
 //! The call site's metadata (level, target, module) is not used; filter on it
 //! with `metrics-util` layers if needed. Descriptions and units given with
