@@ -59,6 +59,11 @@ mod bc {
     broadcast_suite!();
 }
 
+/// `keybus::metrics` scenarios; only with `--features metrics`.
+#[cfg(feature = "metrics")]
+#[path = "../benches/support/metrics_scenarios.rs"]
+mod metrics_support;
+
 /// Which side of the comparison an implementation is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -891,7 +896,10 @@ fn main() {
     let opts = options();
     let started = Instant::now();
     let scale = if opts.full { 5 } else { 1 };
-    let all = scenarios(scale);
+    #[allow(unused_mut)]
+    let mut all = scenarios(scale);
+    #[cfg(feature = "metrics")]
+    all.extend(metrics_scenarios(scale));
     let wanted = |name: &str| opts.only.as_deref().map_or(true, |o| name.contains(o));
     let chosen: Vec<&Scenario> = all.iter().filter(|s| wanted(&s.name)).collect();
     let (backlog, refills) = (100_000u64, if opts.full { 5 } else { 2 });
@@ -971,4 +979,40 @@ fn main() {
         "bench-report wall time: {:.1}s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// One counter update through `keybus::metrics` against the floor (`metrics-util`'s
+/// atomic registry, reported as the baseline) and the no-op recorder, per update
+/// path (`benches/support/metrics_scenarios.rs`). Run with
+/// `--features metrics --only metrics`.
+#[cfg(feature = "metrics")]
+fn metrics_scenarios(scale: u64) -> Vec<Scenario> {
+    use metrics_support::{Path as UpdatePath, Role, METRICS_IMPLS};
+    let n = 1_000_000 * scale;
+    UpdatePath::ALL
+        .iter()
+        .map(|&path| Scenario {
+            name: format!("metrics/counter_{}", path.name()),
+            ops: n,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries: METRICS_IMPLS
+                .iter()
+                .map(|imp| {
+                    let run = imp.run;
+                    Entry {
+                        name: imp.name,
+                        side: match imp.role {
+                            Role::Keybus => Side::Keybus,
+                            Role::Floor => Side::Baseline,
+                            Role::Other => Side::Peer,
+                        },
+                        not_comparable: (imp.role == Role::Other).then_some("stores nothing"),
+                        run: Ok(Box::new(move || (run(path, n), None)) as Measure),
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }

@@ -25,6 +25,8 @@
 pub mod baseline;
 pub mod broadcast;
 pub mod conflate;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 
 mod error;
 mod event;
