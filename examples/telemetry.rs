@@ -77,6 +77,10 @@
 //! A bad flag prints a message and exits with status 2.
 
 use keybus::{Event, RecvError, SendError, TryRecvError};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Zipf};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -261,62 +265,33 @@ struct Workload {
 
 impl Workload {
     fn new(cfg: &Config) -> Self {
-        let mut rng = fastrand::Rng::with_seed(SEED);
+        let mut rng = SmallRng::seed_from_u64(SEED);
         // Shuffle which id gets which popularity rank, so hot metrics land in every
         // family instead of all being low ids.
         let mut by_rank: Vec<MetricId> = (0..cfg.keys).map(MetricId).collect();
-        rng.shuffle(&mut by_rank);
-        let zipf = Zipf::new(by_rank.len(), cfg.zipf);
+        by_rank.shuffle(&mut rng);
+        // `rand_distr`'s Zipf draws ranks 1..=n.
+        let zipf = Zipf::new(by_rank.len() as f64, cfg.zipf).expect("n >= 1 and s >= 0");
         let streams = (0..cfg.producers)
             .map(|p| {
-                let mut rng = fastrand::Rng::with_seed(SEED + 1 + p as u64);
+                let mut rng = SmallRng::seed_from_u64(SEED + 1 + p as u64);
                 (0..STREAM_LEN)
-                    .map(|_| by_rank[zipf.sample(&mut rng)])
+                    .map(|_| by_rank[zipf.sample(&mut rng) as usize - 1])
                     .collect()
             })
             .collect();
         Workload {
             keys: cfg.keys,
             watched: by_rank[0],
-            watched_share: zipf.probability(0),
+            watched_share: top_rank_share(by_rank.len(), cfg.zipf),
             streams,
         }
     }
 }
 
-/// Zipf over ranks `0..n`: rank `r` is drawn with probability proportional to
-/// `1 / (r + 1)^s`. Inverse-CDF sampling by binary search: O(log n) per draw, exact,
-/// and small enough to write here instead of adding a dependency.
-struct Zipf {
-    /// `cdf[r]` = probability of drawing a rank `<= r`; the last entry is 1.
-    cdf: Vec<f64>,
-}
-
-impl Zipf {
-    fn new(n: usize, s: f64) -> Self {
-        let mut total = 0.0;
-        let mut cdf: Vec<f64> = (1..=n)
-            .map(|rank| {
-                total += (rank as f64).powf(-s);
-                total
-            })
-            .collect();
-        cdf.iter_mut().for_each(|c| *c /= total);
-        Zipf { cdf }
-    }
-
-    fn sample(&self, rng: &mut fastrand::Rng) -> usize {
-        let u = rng.f64();
-        // The first rank whose cumulative probability exceeds u; `min` guards the
-        // last entry against rounding just below 1.
-        self.cdf
-            .partition_point(|&c| c <= u)
-            .min(self.cdf.len() - 1)
-    }
-
-    fn probability(&self, rank: usize) -> f64 {
-        self.cdf[rank] - rank.checked_sub(1).map_or(0.0, |r| self.cdf[r])
-    }
+/// Share of draws that go to rank 0 under Zipf(n, s): `1 / H(n, s)`, for display.
+fn top_rank_share(n: usize, s: f64) -> f64 {
+    1.0 / (1..=n).map(|rank| (rank as f64).powf(-s)).sum::<f64>()
 }
 
 // ---------------------------------------------------------------------------
@@ -838,31 +813,29 @@ enum Command {
     Help,
 }
 
-/// Parses `--flag value` and `--flag=value`; the error is the message to print.
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+/// Parses the flags (`--flag value` or `--flag=value`, via `lexopt`); the error
+/// is the message to print.
+fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
+    use lexopt::prelude::*;
     let mut cfg = Config::default();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg, None),
-        };
-        if flag == "--help" || flag == "-h" {
-            return Ok(Command::Help);
-        }
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("`{flag}` needs a value"))
-        };
-        match flag.as_str() {
-            "--impl" => cfg.impls = parse_impl(&value()?)?,
-            "--keys" => cfg.keys = positive(&flag, &value()?)?,
-            "--producers" => cfg.producers = positive(&flag, &value()?)?,
-            "--duration-ms" => cfg.duration = Duration::from_millis(positive(&flag, &value()?)?),
-            "--rounds" => cfg.rounds = positive(&flag, &value()?)?,
-            "--zipf" => cfg.zipf = exponent(&value()?)?,
-            _ => return Err(format!("unknown flag `{flag}`")),
+    let mut parser = lexopt::Parser::from_args(args);
+    fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
+        let raw = parser.value().map_err(|e| e.to_string())?;
+        raw.string().map_err(|e| e.to_string())
+    }
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("impl") => cfg.impls = parse_impl(&value(&mut parser)?)?,
+            Long("keys") => cfg.keys = positive("--keys", &value(&mut parser)?)?,
+            Long("producers") => cfg.producers = positive("--producers", &value(&mut parser)?)?,
+            Long("duration-ms") => {
+                cfg.duration =
+                    Duration::from_millis(positive("--duration-ms", &value(&mut parser)?)?)
+            }
+            Long("rounds") => cfg.rounds = positive("--rounds", &value(&mut parser)?)?,
+            Long("zipf") => cfg.zipf = exponent(&value(&mut parser)?)?,
+            _ => return Err(arg.unexpected().to_string()),
         }
     }
     if cfg.duration < Duration::from_millis(cfg.rounds.into()) {
