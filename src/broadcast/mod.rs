@@ -170,7 +170,9 @@
 //! The one-mutex twin is [`crate::baseline::broadcast`]; both pass one conformance
 //! suite.
 
+mod cell;
 pub(crate) mod generation;
+mod pool;
 mod reader;
 mod ring;
 mod slot;
