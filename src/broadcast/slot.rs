@@ -170,7 +170,10 @@ mod tests {
         drop(pinned);
         assert!(node.claim_while_locked());
         // SAFETY: claimed, in no slot; the value is ours to replace.
-        assert_eq!(unsafe { node.replace_while_claimed(vec![5u8]) }, vec![1u8; 16]);
+        assert_eq!(
+            unsafe { node.replace_while_claimed(vec![5u8]) },
+            vec![1u8; 16]
+        );
         // SAFETY: evicted, in no slot, and no read is in progress.
         unsafe { super::super::cell::free(old) };
     }

@@ -121,7 +121,10 @@ fn broadcast_stalled_readers_hold_back_at_most_one_node_each() {
     let readers: Vec<_> = (1..=STALLED)
         .map(|n| {
             let buf = buf.clone();
-            thread::spawn(move || buf.try_read(n - 1, 1).map(|page| (page[0].revision, page[0].value.n)))
+            thread::spawn(move || {
+                buf.try_read(n - 1, 1)
+                    .map(|page| (page[0].revision, page[0].value.n))
+            })
         })
         .collect();
     while proto.entered.load(Ordering::Acquire) < STALLED as usize {
@@ -130,7 +133,11 @@ fn broadcast_stalled_readers_hold_back_at_most_one_node_each() {
     let bound = CAPACITY + 2 + STALLED as usize;
     for n in STALLED + 1..=appends {
         buf.append(Gate::new(&proto, n)).unwrap();
-        assert!(buf.ring.nodes() <= bound, "{} nodes after {n} appends", buf.ring.nodes());
+        assert!(
+            buf.ring.nodes() <= bound,
+            "{} nodes after {n} appends",
+            buf.ring.nodes()
+        );
         assert!(proto.live.load(Ordering::Relaxed) <= bound);
     }
     proto.stall.store(false, Ordering::Release);
