@@ -31,16 +31,30 @@
 //!   revisions are unique and gap-free, each value sits under the revision its
 //!   append returned, and a reader never sees revision 2 without revision 1.
 //!
-//! What loom cannot check here:
+//! - `recycling_never_rewrites_a_value_a_reader_is_cloning`: one reader reads
+//!   revision 1 while the writer evicts it and then recycles evicted nodes (two
+//!   recycling appends, so a node found pinned goes to the held list and comes
+//!   back). Checks (loom's own `UnsafeCell` tracks every access to a value): the
+//!   writer never overwrites or drops a value while a reader may clone it; the
+//!   reader gets revision 1's value or `Gap`; every value is dropped exactly once
+//!   (a loom `Arc` token per value, counted at the end).
+//! - `two_readers_pin_while_the_writer_recycles`: two readers, one node each,
+//!   against appends that recycle both nodes. Same checks.
 //!
-//! - `arc-swap` is not loom-instrumented. Under `--cfg loom` the slot's value cell
-//!   is `keybus`'s stand-in (a loom mutex around the `Arc`), which synchronizes
-//!   more strongly than `arc-swap`. The stamp protocol (stamps, fences, tail, close
-//!   flag, writer lock, wake-ups) is checked with loom's own atomics and mutex, but
-//!   a bug that needs `arc-swap`'s weaker per-pointer ordering to show, `arc-swap`'s
-//!   own reclamation protocol, and the exactness of the reference count that the
-//!   `Arc` reuse path relies on are not. Those are argued in `src/broadcast/slot.rs`
-//!   and exercised under Miri (`cargo +nightly miri test --lib broadcast`).
+//! What loom checks, and what it cannot:
+//!
+//! - The whole slot and reclamation protocol is keybus's own, written with the
+//!   atomics, `UnsafeCell` and mutex of `keybus`'s sync module, which are loom's
+//!   under `--cfg loom`: the stamps, the node pointers, the pin counts and the
+//!   writer's claim, the tail, the close flag, the writer lock and the wake-ups
+//!   are all explored, and a value access that is not ordered after the write
+//!   that made it (or a rewrite not ordered after every clone) fails the model.
+//!   No stand-in is involved (the earlier `arc-swap` cell needed one).
+//! - Loom's memory model has no SeqCst loads or stores; the protocol uses none
+//!   (only Acquire/Release and read-modify-writes), so nothing is weakened.
+//! - The pool's allocation path beyond a few nodes, the memory bound under many
+//!   stalled readers, and node counts are checked by the unit tests
+//!   (`src/broadcast/tests.rs`, also under Miri), not here.
 //! - Timeouts: the loom notifier has no clock, so `read_timeout` is not modelled.
 //! - Long runs: revision wrap-around, large capacities and many readers are beyond
 //!   what an exhaustive search can reach; the conformance suite's race tests cover
@@ -49,6 +63,38 @@
 
 use keybus::broadcast::{AppendError, Buffer, ReadError};
 use loom::thread;
+// `std`'s `Arc`, not loom's: a loom `Arc` clone inside `T::clone` is itself a
+// synchronizing operation and would hide a missing Release on the reader's unpin
+// (tried: the model then passes with a Relaxed unpin). `std`'s is invisible to
+// loom, so the models see only what the ring itself orders.
+use std::sync::Arc;
+
+/// A value that owns heap data (an `Arc` token, so that every drop is counted)
+/// and names its revision.
+#[derive(Clone, Debug)]
+struct Counted {
+    revision: u64,
+    _token: Arc<()>,
+}
+
+/// One token per revision `0..n` (index = revision).
+fn tokens(n: u64) -> Vec<Arc<()>> {
+    (0..n).map(|_| Arc::new(())).collect()
+}
+
+fn counted(revision: u64, tokens: &[Arc<()>]) -> Counted {
+    Counted {
+        revision,
+        _token: tokens[revision as usize].clone(),
+    }
+}
+
+/// Every value the ring held was dropped, once.
+fn all_dropped(tokens: &[Arc<()>]) {
+    for (revision, t) in tokens.iter().enumerate() {
+        assert_eq!(Arc::strong_count(t), 1, "revision {revision} leaked");
+    }
+}
 
 /// A value that owns heap data and names its revision.
 fn value(revision: u64) -> String {
@@ -293,5 +339,74 @@ fn two_concurrent_appenders() {
             assert_eq!(e.value, results[e.revision as usize - 1].1);
         }
         assert_eq!(buf.tail(), 2);
+    });
+}
+
+#[test]
+fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
+    loom::model(|| {
+        let tokens = tokens(6);
+        // Capacity 1 = two slots. Append 3 evicts revision 1's node; append 4
+        // recycles it (or, if the reader has it pinned, holds it back and
+        // allocates); append 5 re-checks the held node and recycles another.
+        let buf = Buffer::new(1);
+        buf.append(counted(1, &tokens)).unwrap();
+        let values: Vec<_> = (2..=5).map(|r| counted(r, &tokens)).collect();
+        let writer = {
+            let buf = buf.clone();
+            thread::spawn(move || {
+                for v in values {
+                    let revision = v.revision;
+                    assert_eq!(buf.append(v).unwrap(), revision);
+                }
+            })
+        };
+        let got = buf.try_read(0, 1);
+        match &got {
+            Ok(page) => assert_eq!((page[0].revision, page[0].value.revision), (1, 1)),
+            Err(ReadError::Gap { after: 0, oldest }) => assert!((2..=5).contains(oldest)),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        writer.join().unwrap();
+        let last = buf.latest().unwrap();
+        assert_eq!((last.revision, last.value.revision), (5, 5));
+        drop((got, last, buf));
+        all_dropped(&tokens);
+    });
+}
+
+#[test]
+fn two_readers_pin_while_the_writer_recycles() {
+    loom::model(|| {
+        let tokens = tokens(5);
+        let buf = Buffer::new(1);
+        buf.append(counted(1, &tokens)).unwrap();
+        buf.append(counted(2, &tokens)).unwrap();
+        let reader = {
+            let buf = buf.clone();
+            thread::spawn(move || match buf.try_read(0, 1) {
+                Ok(page) => assert_eq!(page[0].value.revision, 1),
+                Err(ReadError::Gap { after: 0, .. }) => {}
+                Err(e) => panic!("unexpected {e:?}"),
+            })
+        };
+        let values: Vec<_> = (3..=4).map(|r| counted(r, &tokens)).collect();
+        let writer = {
+            let buf = buf.clone();
+            thread::spawn(move || {
+                for v in values {
+                    buf.append(v).unwrap();
+                }
+            })
+        };
+        match buf.try_read(1, 1) {
+            Ok(page) => assert_eq!(page[0].value.revision, 2),
+            Err(ReadError::Gap { after: 1, .. }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        reader.join().unwrap();
+        writer.join().unwrap();
+        drop(buf);
+        all_dropped(&tokens);
     });
 }

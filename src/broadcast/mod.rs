@@ -132,45 +132,54 @@
 //!
 //! # Memory
 //!
-//! `capacity + 1` slots, each a sequence stamp and an `arc-swap` cell holding one
-//! `Arc<T>`, plus one spare `Arc` kept for reuse: at most `capacity + 2` values
-//! live in the ring (the extra slot holds the just-evicted revision, so an append
-//! in progress never disturbs a retained one). Readers cost nothing in the buffer
-//! (a `Reader` is a handle and a `u64`); a value a reader is cloning stays alive
-//! until its clone is done.
+//! `capacity + 1` slots, each a sequence stamp and a pointer to a value node (the
+//! value and a pin count); the node an append evicts is recycled by a later
+//! append once no read has it pinned. Without a read in progress the ring holds
+//! `capacity + 2` values (the extra slot holds the just-evicted revision, so an
+//! append in progress never disturbs a retained one; one more node waits to be
+//! recycled). A read pins one node at a time, for one entry's `T::clone`. A read
+//! stalled there (a slow or blocked `clone`, a preempted thread) never holds up
+//! the writer: its node is set aside and the writer takes another, allocating
+//! one if needed. `k` stalled reads thus add at most `k` nodes, however many
+//! appends run meanwhile (tested in `src/broadcast/tests.rs`). Nodes are freed
+//! when the ring is; readers otherwise cost nothing in the buffer (a `Reader` is
+//! a handle and a `u64`). Details: docs/design.md, section Broadcast.
 //!
 //! # Performance
 //!
-//! - `append`: one uncontended lock, three stores, one `arc-swap` swap (which
-//!   visits `arc-swap`'s per-thread debt lists, paying, never waiting for,
-//!   readers' debts), and a wake-up check (one `SeqCst` fence; the listener list
-//!   only when someone is parked). Once the ring is full it allocates nothing
-//!   (measured in `tests/broadcast_alloc.rs`): the `Arc` the previous append
-//!   swapped out is reused unless a reader still holds it.
-//! - `try_read`: two atomic loads, then per entry two stamp loads, an `arc-swap`
-//!   load and one `T::clone`. `latest` is one entry; `retained` is up to
-//!   `capacity` entries. Nothing waits.
+//! - `append`: one uncontended lock, one compare-and-swap on the recycled node's
+//!   pin count, four stores (two stamps, the node pointer, the tail), and a
+//!   wake-up check (one `SeqCst` fence; the listener list only when someone is
+//!   parked). No cost grows with readers or threads, and no state is shared with
+//!   other buffers or the rest of the process. Once the ring is full it allocates
+//!   nothing (`tests/broadcast_alloc.rs`) unless a read in progress has pinned
+//!   the nodes it would recycle.
+//! - `try_read`: two atomic loads, then per entry two stamp loads, a pointer load,
+//!   a pin and an unpin (two read-modify-writes on the node's count, shared only
+//!   with readers of the same entry) and one `T::clone`. `latest` is one entry;
+//!   `retained` is up to `capacity` entries. Nothing waits.
 //! - `read`, `next` and their timeout/async forms park only when nothing is past
 //!   the cursor; every append wakes the parked readers of its buffer.
 //!
 //! # What the loom models check, and what they cannot
 //!
 //! `loom-tests/tests/broadcast.rs` explores every interleaving (to a preemption
-//! bound) of: a read against an overwrite of the same slot, the `a - 1` boundary
-//! while an append evicts, close against a draining read, park against wake, and
-//! two concurrent appenders. Under loom the stamps, tail, close flag, writer lock
-//! and wake-ups are loom's, so the stamp protocol and its orderings on those are
-//! checked. `arc-swap` is not loom-instrumented, so the value cell is modelled by a
-//! loom mutex around the `Arc` (`crate::sync::SlotCell`); that stand-in
-//! synchronizes more strongly than `arc-swap`, so loom cannot find a bug that needs
-//! `arc-swap`'s weaker per-pointer ordering (the argument for it is written out in
-//! the slot module), nor check `arc-swap`'s own protocol or the `Arc` reuse test.
-//! Miri runs the unit tests over the real `arc-swap` paths.
+//! bound) of: a read against an overwrite of the same slot, a read against the
+//! recycling of the node it is cloning, two readers against recycling, the
+//! `a - 1` boundary while an append evicts, close against a draining read, park
+//! against wake, and two concurrent appenders. Under loom every primitive of the
+//! protocol is loom's (stamps, node pointers, pin counts, tail, close flag,
+//! writer lock, wake-ups, and the value cells, whose accesses loom checks for
+//! races), so the slot protocol and its reclamation are checked as written. What
+//! the models cannot reach (long runs, many stalled readers, node counts) is
+//! covered by the unit tests, also under Miri.
 //!
 //! The one-mutex twin is [`crate::baseline::broadcast`]; both pass one conformance
 //! suite.
 
+mod cell;
 pub(crate) mod generation;
+mod pool;
 mod reader;
 mod ring;
 mod slot;

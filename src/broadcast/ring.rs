@@ -1,8 +1,9 @@
 //! The shared state behind every `Buffer` handle and `Reader`: the slots, the
 //! committed tail, the close flag, the writer lock and the wake-up notifier.
 
+use super::pool::Pool;
 use super::slot::{Slot, SlotRead};
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, CellArc, Mutex, Notify, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crate::{AppendError, Entry, ReadError};
 use std::fmt;
 
@@ -10,24 +11,9 @@ use std::fmt;
 struct Writer<T> {
     /// The last committed revision (the writer's own copy of `tail`).
     revision: u64,
-    /// The `Arc` the last append swapped out of its slot, kept to be reused by the
-    /// next append when no reader holds it (no allocation per append once the ring
-    /// is full).
-    spare: Option<CellArc<T>>,
-}
-
-/// What an append replaced, held only to be dropped once the writer lock is
-/// released.
-enum Retired<T> {
-    Nothing,
-    /// The evicted value, taken out of a reused `Arc`.
-    Value {
-        _value: T,
-    },
-    /// An `Arc` a reader still held; the last holder frees it.
-    Shared {
-        _arc: CellArc<T>,
-    },
+    /// Evicted nodes, recycled once no read has them pinned (no allocation per
+    /// append once the ring is full).
+    pool: Pool<T>,
 }
 
 pub(super) struct Ring<T> {
@@ -72,7 +58,7 @@ impl<T> Ring<T> {
             handles: AtomicUsize::new(1),
             writer: Mutex::new(Writer {
                 revision: 0,
-                spare: None,
+                pool: Pool::new(),
             }),
             notify: Notify::new(),
             generation: super::generation::next(),
@@ -145,25 +131,18 @@ impl<T> Ring<T> {
         Ok(revision)
     }
 
-    /// Commits `value` as the next revision. What it returns is dropped by the
-    /// caller after the writer lock is released, so no user `Drop` runs inside the
-    /// critical section (and nothing in it can panic but allocation).
-    fn push_while_locked(&self, w: &mut Writer<T>, value: T) -> (u64, Retired<T>) {
+    /// Commits `value` as the next revision. What it returns (the value of a
+    /// recycled node, long evicted) is dropped by the caller after the writer lock
+    /// is released, so no user `Drop` runs inside the critical section (and
+    /// nothing in it can panic but allocation, before anything changed).
+    fn push_while_locked(&self, w: &mut Writer<T>, value: T) -> (u64, Option<T>) {
         let revision = w.revision + 1;
-        // Reuse last append's swapped-out `Arc` when no reader still holds it:
-        // `get_mut` succeeding proves no guard or clone of it exists (the swap
-        // that returned it converted every guard into a counted reference).
-        let (arc, retired) = match w.spare.take() {
-            Some(mut spare) => match CellArc::get_mut(&mut spare) {
-                Some(slot_value) => {
-                    let old = std::mem::replace(slot_value, value);
-                    (spare, Retired::Value { _value: old })
-                }
-                None => (CellArc::new(value), Retired::Shared { _arc: spare }),
-            },
-            None => (CellArc::new(value), Retired::Nothing),
-        };
-        w.spare = self.slot(revision).write_while_locked(revision, arc);
+        // A claimed evicted node, or a fresh one when every node tried is
+        // pinned by a read in progress: never a wait.
+        let (node, retired) = w.pool.take(value);
+        if let Some(evicted) = self.slot(revision).write_while_locked(revision, node) {
+            w.pool.retire(evicted);
+        }
         w.revision = revision;
         // Release pairs with every reader's Acquire load of the tail: the slot's
         // commit stamp (and value) is visible to whoever sees this revision.
@@ -314,6 +293,15 @@ impl<T> Ring<T> {
             }
         }
         out
+    }
+}
+
+impl<T> Ring<T> {
+    /// Value nodes allocated so far: `capacity + 2` once full, plus one per node a
+    /// stalled read kept from reuse (a high-water mark; see `pool.rs`).
+    #[cfg(test)]
+    pub(super) fn nodes(&self) -> usize {
+        lock(&self.writer).pool.nodes()
     }
 }
 
