@@ -2,9 +2,9 @@
 //! and the peers a user would pick instead, measured interleaved in one run.
 //!
 //! ```text
-//! cargo run --release --example bench-report              # quick: under a minute
-//! cargo run --release --example bench-report -- --full    # more rounds, longer runs
-//! cargo run --release --example bench-report -- --only broadcast --rounds 5
+//! cargo run --release -p keybus-benches --bin bench-report              # quick: under a minute
+//! cargo run --release -p keybus-benches --bin bench-report -- --full    # more rounds, longer runs
+//! cargo run --release -p keybus-benches --bin bench-report -- --only broadcast --rounds 5
 //! ```
 //!
 //! It runs the same scenarios as `cargo bench` (`benches/support/*_scenarios.rs`,
@@ -38,15 +38,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "../benches/support/common.rs"]
+#[path = "../../support/common.rs"]
 mod common;
 
 #[macro_use]
-#[path = "../benches/support/conflate_scenarios.rs"]
+#[path = "../../support/conflate_scenarios.rs"]
 mod conflate_support;
 
 #[macro_use]
-#[path = "../benches/support/broadcast_scenarios.rs"]
+#[path = "../../support/broadcast_scenarios.rs"]
 mod broadcast_support;
 
 mod cf {
@@ -61,7 +61,7 @@ mod bc {
 
 /// `keybus::metrics` scenarios; only with `--features metrics`.
 #[cfg(feature = "metrics")]
-#[path = "../benches/support/metrics_scenarios.rs"]
+#[path = "../../support/metrics_scenarios.rs"]
 mod metrics_support;
 
 /// Which side of the comparison an implementation is on.
@@ -1008,7 +1008,7 @@ fn main() {
 /// One counter update through `keybus::metrics` against the floor (`metrics-util`'s
 /// atomic registry, reported as the baseline) and the no-op recorder, per update
 /// path (`benches/support/metrics_scenarios.rs`). Run with
-/// `--features metrics --only metrics`.
+/// `--features metrics -- --only metrics`.
 #[cfg(feature = "metrics")]
 fn metrics_scenarios(scale: u64) -> Vec<Scenario> {
     use metrics_support::{Path as UpdatePath, Role, METRICS_IMPLS};

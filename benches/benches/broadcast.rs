@@ -3,7 +3,7 @@
 //! crossbeam-channel per reader), all in the same run, same capacity (1,024),
 //! same 32-byte value.
 //!
-//! `cargo bench --bench broadcast`. Groups:
+//! `cargo bench -p keybus-benches --bench broadcast`. Groups:
 //!
 //! - `broadcast/append/{0,1,2,4,8,16}_readers`: writer cost per append on a full
 //!   ring, with that many attached readers that do not read. `bus` runs only
@@ -28,11 +28,11 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 
-#[path = "support/common.rs"]
+#[path = "../support/common.rs"]
 mod common;
 
 #[macro_use]
-#[path = "support/broadcast_scenarios.rs"]
+#[path = "../support/broadcast_scenarios.rs"]
 mod scenarios;
 use scenarios::*;
 

@@ -3,7 +3,7 @@
 //! no-op recorder, in the same run. Needs the `metrics` feature:
 //!
 //! ```text
-//! cargo bench --features metrics --bench metrics
+//! cargo bench -p keybus-benches --features metrics --bench metrics
 //! ```
 //!
 //! Groups `metrics/counter_macro` (`counter!("requests").increment(1)` per update)
@@ -14,7 +14,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
 
-#[path = "support/metrics_scenarios.rs"]
+#[path = "../support/metrics_scenarios.rs"]
 mod scenarios;
 use scenarios::*;
 
