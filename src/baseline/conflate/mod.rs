@@ -132,7 +132,9 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use crate::{Event, RecvError, RecvTimeoutError, SendError, TryRecvError};
-pub use hub::{Hub, ReceiverBuilder};
+pub use crate::{
+    Event, HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError,
+};
+pub use hub::{Hub, HubBuilder, ReceiverBuilder};
 pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;
