@@ -85,11 +85,11 @@ impl<K, V> Shared<K, V> {
 
     /// The hub's accounting; lock-free loads only.
     pub(crate) fn stats(&self) -> HubStats {
-        let mut stats = HubStats::default();
-        stats.sent = self.sent.read();
-        stats.refused = self.refused.load(Ordering::Relaxed);
-        stats.receivers = self.state.load().receivers();
-        stats
+        HubStats {
+            sent: self.sent.read(),
+            refused: self.refused.load(Ordering::Relaxed),
+            receivers: self.state.load().receivers(),
+        }
     }
 
     /// The hub-wide lock (registry writers only). Tests count its acquisitions

@@ -35,8 +35,10 @@ struct Entry<K, V> {
     value: Option<V>,
 }
 
+type TableShard<K, V> = CachePadded<Mutex<HashTable<Entry<K, V>>>>;
+
 pub(crate) struct Table<K, V> {
-    shards: Box<[CachePadded<Mutex<HashTable<Entry<K, V>>>>]>,
+    shards: Box<[TableShard<K, V>]>,
     /// The next first-touch number. Taken (one `fetch_add`) only when a key
     /// enters the table, never on a send that updates a present key.
     next_order: AtomicU64,

@@ -272,11 +272,11 @@ impl<K, V> Shared<K, V> {
 
     /// The hub's accounting: three lock-free reads.
     pub(super) fn stats(&self) -> HubStats {
-        let mut stats = HubStats::default();
-        stats.sent = self.sent.read();
-        stats.refused = self.refused.load(Ordering::Relaxed);
-        stats.receivers = self.state.load().live();
-        stats
+        HubStats {
+            sent: self.sent.read(),
+            refused: self.refused.load(Ordering::Relaxed),
+            receivers: self.state.load().live(),
+        }
     }
 
     fn refuse(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
