@@ -73,13 +73,22 @@ where
     #[inline(never)]
     fn fan_out(&self, key: K, value: V, seen: Snapshot) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
-        let slot = match shared.state.enter_send(seen) {
-            Entered::Closed => return shared.refuse(key, value),
-            Entered::NoReceivers => {
-                shared.sent.add();
-                return Ok(());
+        let mut seen = seen;
+        let slot = loop {
+            match shared.state.enter_send(seen) {
+                Entered::Closed => return shared.refuse(key, value),
+                Entered::NoReceivers => {
+                    shared.sent.add();
+                    return Ok(());
+                }
+                Entered::InFlight(slot) => break slot,
+                Entered::Quiescing => {
+                    // User code of a snapshot registration on this thread (its
+                    // key filter, a clone) would wait for itself: panic instead.
+                    crate::reentrancy::forbid_inside_send(shared, "Sender::send");
+                    seen = shared.state.wait_quiesced();
+                }
             }
-            Entered::InFlight(slot) => slot,
         };
         shared.sent.add();
         let _in_flight = InFlight { shared, slot };

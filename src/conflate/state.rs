@@ -104,6 +104,10 @@ pub(crate) enum Entered {
     NoReceivers,
     /// In flight on this receiver-list slot: publish, then `leave_send(slot)`.
     InFlight(usize),
+    /// A snapshot registration holds sends off: call
+    /// [`HubState::wait_quiesced`], then `enter_send` again. Only a hub with a
+    /// table can answer this.
+    Quiescing,
 }
 
 pub(crate) struct HubState(AtomicU64);
@@ -142,12 +146,9 @@ impl HubState {
                 return Entered::NoReceivers;
             }
             if seen.quiescing() {
-                // A snapshot registration is copying the table: wait until it
-                // has registered its receiver, then decide afresh. Only a hub
-                // with a table gets here, and nothing is held while waiting.
-                spin_wait(|| !self.load().quiescing());
-                seen = self.load();
-                continue;
+                // A snapshot registration is copying the table: the caller
+                // waits (`wait_quiesced`) and decides afresh.
+                return Entered::Quiescing;
             }
             let slot = seen.current();
             assert!(
@@ -181,6 +182,13 @@ impl HubState {
     /// every `enter_send`.
     pub(crate) fn close_tx(&self) {
         self.0.fetch_or(TX_CLOSED, Ordering::AcqRel);
+    }
+
+    /// Waits, holding nothing, until no snapshot registration holds sends off;
+    /// returns the word that says so.
+    pub(crate) fn wait_quiesced(&self) -> Snapshot {
+        spin_wait(|| !self.load().quiescing());
+        self.load()
     }
 
     /// Holds new sends off (see the module docs). The caller holds the registry
