@@ -7,7 +7,6 @@
 //! stats read never blocks a sender.
 
 use crate::sync::{AtomicU64, Ordering};
-use crossbeam_utils::CachePadded;
 
 /// What became of the sends that reached one receiver, from
 /// [`Receiver::stats`](crate::conflate::Receiver::stats).
@@ -148,68 +147,240 @@ pub(crate) fn bump(counter: &AtomicU64, n: u64) {
 
 /// The hub's count of accepted sends.
 ///
-/// A send with no receiver must stay one atomic load plus this count, and many
-/// threads send at once, so a single shared counter would make every send
-/// contend for one cache line. Each thread adds to its own stripe (picked once
-/// per thread, round robin), with one uncontended Relaxed `fetch_add`; a read
-/// sums the stripes. Threads that share a stripe stay correct (it is an RMW).
+/// A send with no receiver must stay about one atomic load, and many threads
+/// send at once: a shared counter would make every send a contended
+/// read-modify-write, and even an uncontended `fetch_add` (a locked instruction)
+/// costs ten times the rest of that path (measured: 0.5 ns to 6.7 ns per send).
+/// So each thread counts in a slot it *owns*: a plain load and store, no
+/// read-modify-write, on a line no other running thread writes.
+///
+/// - Every thread that sends takes a process-wide slot id the first time (a
+///   free list under a mutex; ids of exited threads are reused), and gives it
+///   back when it exits. The mutex orders the old owner's last store before the
+///   new owner's first load, so a slot is never written by two threads at once
+///   and no count is lost when it changes hands.
+/// - Each hub keeps one counter per slot id in lazily allocated chunks of 64
+///   (a chunk is allocated, by compare-and-swap, the first time a thread of its
+///   id range sends on the hub). Ids are strided so that the first 8 threads'
+///   counters lie on 8 different cache lines.
+/// - A thread past the last chunk, or sending from a thread-local destructor
+///   after its slot was given back, counts with a `fetch_add` on a shared
+///   overflow counter: correct, merely slower.
+///
+/// A read sums every allocated chunk (Relaxed loads): exact once no send runs
+/// (whatever made the sends finished for the reader, a join or a channel,
+/// orders their stores before its loads), lagging otherwise. Under a model
+/// checker the counter is one shared `fetch_add` (the models check the count,
+/// not the striping; a loom atomic cannot live in a process-wide table).
 pub(crate) struct SentCounter {
-    stripes: Box<[CachePadded<AtomicU64>]>,
+    #[cfg(not(any(loom, shuttle)))]
+    chunks: Box<[std::sync::atomic::AtomicPtr<Chunk>]>,
+    /// Sends counted without a slot of their own (see above).
+    overflow: AtomicU64,
 }
 
 #[cfg(not(any(loom, shuttle)))]
-const STRIPES: usize = 8;
-/// Under a model checker, one stripe: the models check the count, not the
-/// striping (a loom atomic cannot live in a process-wide table anyway).
-#[cfg(any(loom, shuttle))]
-const STRIPES: usize = 1;
+const CHUNK: usize = 64;
+#[cfg(not(any(loom, shuttle)))]
+const CHUNKS: usize = 64;
+
+/// One hub's counters for 64 slot ids.
+#[cfg(not(any(loom, shuttle)))]
+struct Chunk([std::sync::atomic::AtomicU64; CHUNK]);
 
 #[cfg(not(any(loom, shuttle)))]
-fn stripe() -> usize {
+mod slot {
+    //! Process-wide slot ids, one per live sending thread.
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    std::thread_local! {
-        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    STRIPE
-        .try_with(|s| {
-            let mut at = s.get();
-            if at == usize::MAX {
-                // Relaxed: only uniqueness-ish spreading matters, not ordering.
-                at = NEXT.fetch_add(1, StdOrdering::Relaxed) % STRIPES;
-                s.set(at);
-            }
-            at
-        })
-        .unwrap_or(0)
-}
+    use std::sync::Mutex;
 
-#[cfg(any(loom, shuttle))]
-fn stripe() -> usize {
-    0
+    /// "No slot yet" (and, after the guard ran, "no slot any more").
+    pub(super) const NONE: usize = usize::MAX;
+
+    static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    static NEXT: Mutex<usize> = Mutex::new(0);
+
+    std::thread_local! {
+        /// This thread's slot id; read on every send (a `const` thread-local
+        /// without a destructor: one load, always accessible).
+        static ID: Cell<usize> = const { Cell::new(NONE) };
+        /// Gives the id back when the thread exits.
+        static GUARD: Guard = const { Guard };
+    }
+
+    struct Guard;
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let id = ID.with(|c| c.replace(NONE));
+            if id != NONE {
+                // The mutex orders this thread's last counter stores before the
+                // next owner's first load.
+                FREE.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+            }
+        }
+    }
+
+    /// This thread's slot id, taking one on first use; `NONE` if the thread is
+    /// exiting (its guard already ran or cannot be registered).
+    #[inline]
+    pub(super) fn id() -> usize {
+        let id = ID.with(Cell::get);
+        if id != NONE {
+            return id;
+        }
+        take()
+    }
+
+    #[cold]
+    fn take() -> usize {
+        // Registering the guard (its destructor) first: if that fails, the
+        // thread is being torn down, and an id taken now would never return.
+        if GUARD.try_with(|_| ()).is_err() {
+            return NONE;
+        }
+        let reused = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let id = reused.unwrap_or_else(|| {
+            let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+            *next += 1;
+            *next - 1
+        });
+        ID.with(|c| c.set(id));
+        id
+    }
 }
 
 impl SentCounter {
     pub(crate) fn new() -> Self {
         SentCounter {
-            stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
+            #[cfg(not(any(loom, shuttle)))]
+            chunks: (0..CHUNKS)
+                .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
+            overflow: AtomicU64::new(0),
         }
     }
 
-    /// One accepted send. Relaxed: the count orders nothing; a reader that must
-    /// see a finished send's count gets it from whatever made the send finished
-    /// for it (a join, a channel, a lock).
+    /// One accepted send.
     #[inline]
     pub(crate) fn add(&self) {
-        self.stripes[stripe()].fetch_add(1, Ordering::Relaxed);
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            use std::sync::atomic::Ordering as O;
+            let id = slot::id();
+            if let Some(cell) = self.chunks.get(id / CHUNK) {
+                // Acquire pairs with the Release of the CAS that installed the
+                // chunk: its zeroed counters are visible.
+                let chunk = cell.load(O::Acquire);
+                let chunk = if chunk.is_null() {
+                    self.install(id / CHUNK)
+                } else {
+                    chunk
+                };
+                // Stride: ids 0..8 land on 8 different cache lines.
+                let at = (id % CHUNK % 8) * 8 + id % CHUNK / 8;
+                // SAFETY: `chunk` came from `Box::into_raw` in `install` and is
+                // freed only in `drop`, which has `&mut self`.
+                let counter = unsafe { &(*chunk).0[at] };
+                // This thread owns slot `id` (see the type's docs): no other
+                // thread writes this counter meanwhile, so a plain load and store
+                // lose nothing. Relaxed: the count orders nothing.
+                counter.store(counter.load(O::Relaxed) + 1, O::Relaxed);
+                return;
+            }
+        }
+        // Relaxed: a count; see `read`.
+        self.overflow.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The sum of the stripes: exact once no send runs, at most lagging
-    /// otherwise.
+    /// Allocates chunk `c` unless another thread just did; returns the one
+    /// installed.
+    #[cfg(not(any(loom, shuttle)))]
+    #[cold]
+    fn install(&self, c: usize) -> *mut Chunk {
+        use std::sync::atomic::Ordering as O;
+        let fresh = Box::into_raw(Box::new(Chunk(std::array::from_fn(|_| {
+            std::sync::atomic::AtomicU64::new(0)
+        }))));
+        // AcqRel: Release publishes the zeroed chunk; Acquire (on failure too)
+        // sees the winner's.
+        match self.chunks[c].compare_exchange(std::ptr::null_mut(), fresh, O::AcqRel, O::Acquire) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                winner
+            }
+        }
+    }
+
+    /// The sum of every counter: exact once no send runs, lagging otherwise.
     pub(crate) fn read(&self) -> u64 {
-        self.stripes.iter().map(|s| s.load(Ordering::Relaxed)).sum()
+        #[allow(unused_mut)]
+        let mut sum = self.overflow.load(Ordering::Relaxed);
+        #[cfg(not(any(loom, shuttle)))]
+        for cell in self.chunks.iter() {
+            use std::sync::atomic::Ordering as O;
+            let chunk = cell.load(O::Acquire);
+            if !chunk.is_null() {
+                // SAFETY: as in `add`.
+                let chunk = unsafe { &*chunk };
+                sum += chunk.0.iter().map(|c| c.load(O::Relaxed)).sum::<u64>();
+            }
+        }
+        sum
+    }
+}
+
+#[cfg(not(any(loom, shuttle)))]
+impl Drop for SentCounter {
+    fn drop(&mut self) {
+        for cell in self.chunks.iter_mut() {
+            let chunk = *cell.get_mut();
+            if !chunk.is_null() {
+                // SAFETY: from `Box::into_raw`; `&mut self`: nobody else uses it.
+                drop(unsafe { Box::from_raw(chunk) });
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::SentCounter;
+    use std::sync::Barrier;
+
+    #[test]
+    fn sent_counter_is_exact_across_many_threads_and_reused_slots() {
+        let counter = SentCounter::new();
+        // 80 threads alive at once: slot ids span two chunks.
+        let barrier = Barrier::new(80);
+        std::thread::scope(|s| {
+            for _ in 0..80 {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..1_000 {
+                        counter.add();
+                    }
+                    barrier.wait();
+                });
+            }
+        });
+        assert_eq!(counter.read(), 80_000);
+        // Threads one after another reuse slots; nothing is lost in the handover.
+        for _ in 0..50 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        counter.add();
+                    }
+                });
+            });
+        }
+        assert_eq!(counter.read(), 85_000);
+        // A second counter (another hub) is independent of the first.
+        let other = SentCounter::new();
+        other.add();
+        assert_eq!((counter.read(), other.read()), (85_000, 1));
     }
 }
