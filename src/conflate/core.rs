@@ -130,6 +130,10 @@ impl<K, V> Slot<K, V> {
 /// brought into the writer's cache. A send stores `received` before any other
 /// counter of the same critical section; `RxCore::stats` loads `received` after
 /// the others, so what it subtracts never exceeds what it subtracts from.
+///
+/// `repr(C)`, lock first and `received` next: the one counter every send writes
+/// shares the cache line the lock already brought in.
+#[repr(C)]
 struct Shard<K, V> {
     lock: Mutex<HashTable<Slot<K, V>>>,
     /// Sends that reached the receiver past its filter and landed here.

@@ -41,10 +41,46 @@
 //!   [`ReceiverBuilder::key_filter`]; the later call wins) apply at send, so an
 //!   unwanted key never takes a slot.
 //! - **A receiver starts empty**: it sees sends made after it was created. Register
-//!   first, then take your snapshot of the producer's state. A send with no live
-//!   receiver returns `Ok(())` after one atomic load.
+//!   first, then take your snapshot of the producer's state, or let the hub keep
+//!   the state and build a snapshot receiver (below). A send with no live
+//!   receiver (and no state table) returns `Ok(())` after one atomic load and
+//!   one count in a slot its thread owns.
 //! - **[`Receiver::try_recv_all`] is one cut**: everything pending as of one
 //!   instant, in queue order, one entry per key.
+//!
+//! # State table, snapshot receivers, accounting and bounds
+//!
+//! - **State table** ([`HubBuilder::retain_latest`]). The hub keeps per key the
+//!   value obtained by applying the hub's merge to every accepted send for it
+//!   (with or without a receiver; `None` removes the key), in first-touch order.
+//!   Memory is bounded by the live key set. [`Hub::latest`] reads one key,
+//!   [`Hub::snapshot`] the whole table as of one instant. Without
+//!   `retain_latest` the hub keeps nothing: `latest` is `None`, `snapshot` is
+//!   empty, and [`ReceiverBuilder::snapshot`] panics (documented). A panicking
+//!   hub merge removes its key from the table, and that send then reaches no
+//!   receiver (the table is updated first).
+//! - **Snapshot receivers** ([`ReceiverBuilder::snapshot`]). Registration is one
+//!   instant: every key in the table at that instant that passes the receiver's
+//!   filter is pending at the new receiver with the table's value and `sends ==
+//!   0`, in table order (the first `max_pending` of them, if bounded); every
+//!   send after it reaches the receiver like any other. Nothing is missing or
+//!   counted twice, so "register before you snapshot" does not apply to such a
+//!   receiver. A later send for a snapshot key merges into it with the
+//!   receiver's merge and the event reports `sends == 1`.
+//! - **Accounting** ([`Receiver::stats`], [`Hub::stats`]). Every send that
+//!   reached a receiver past its filter ends in exactly one of `folded`
+//!   (delivered), `annihilated`, `overflowed`, `dropped` or `pending_sends`, so
+//!   whenever no send is in flight `received == folded + annihilated +
+//!   overflowed + dropped + pending_sends`; `received + filtered` is every send
+//!   accepted while the receiver was registered, less those whose key filter
+//!   panicked (they count nowhere). A panicking merge counts its send and the
+//!   sends folded into the slot it drops as `dropped`. Reading stats never
+//!   blocks a sender.
+//! - **Bounded receivers** ([`ReceiverBuilder::max_pending`]). At most `n` keys
+//!   pending; a send for a key not pending while `n` are is refused at this
+//!   receiver only (drop-new: nothing is renumbered) and counted in
+//!   `overflowed`; sends for pending keys still merge. `max_pending(0)` panics
+//!   (documented).
 //!
 //! # Closing
 //!
@@ -96,6 +132,15 @@
 //! in one O(1) swap, and a cut holds publishers up only for an O(1) swap, whatever
 //! the backlog: the cut's instant is that swap together with an epoch bump, and a
 //! send merges only into a slot of the current epoch (see `core.rs`).
+//!
+//! The state table is sharded like a receiver (16 mutex-guarded maps); a send
+//! updates it inside its in-flight window. A snapshot receiver's registration
+//! sets a `QUIESCE` bit in the state word, waits until no send is in flight,
+//! copies the table into the receiver, registers it and clears the bit: sends
+//! on that hub stall for O(table) meanwhile (only hubs with a table, only while
+//! a snapshot receiver registers). Receiver counters live beside each shard
+//! lock and are written under it with plain stores; the hub's `sent` count
+//! lives in per-thread slots. See docs/design.md for the cost table.
 //!
 //! Measured on a 2-core machine (README, "Performance"): a send with no receiver
 //! costs about 0.5 ns; one sender to one or to sixteen receivers is 1.2-1.8x the
