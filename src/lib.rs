@@ -32,6 +32,7 @@ mod error;
 mod event;
 mod policy;
 mod reentrancy;
+mod stats;
 mod sync;
 mod wait;
 
@@ -42,3 +43,4 @@ pub struct ReadmeDoctests;
 
 pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use event::{Entry, Event};
+pub use stats::{HubStats, ReceiverStats};

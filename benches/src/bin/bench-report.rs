@@ -383,6 +383,52 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
                 .collect(),
         });
     }
+    // The state table's cost on the send path: the same work with and without
+    // `retain_latest`, keybus and the baseline (the peers have no table).
+    type RetainFn = fn(bool, u64) -> Duration;
+    let retain_runs: [(&str, u64, RetainFn, RetainFn); 3] = [
+        (
+            "no_receiver",
+            2_000_000,
+            cf::keybus_retain::no_receiver,
+            cf::baseline_retain::no_receiver,
+        ),
+        (
+            "1thread_hot64",
+            1_000_000,
+            cf::keybus_retain::hot_1thread,
+            cf::baseline_retain::hot_1thread,
+        ),
+        (
+            "1x1_hot64",
+            1_000_000,
+            cf::keybus_retain::hot_1x1,
+            cf::baseline_retain::hot_1x1,
+        ),
+    ];
+    for (name, sends, keybus_fn, baseline_fn) in retain_runs {
+        let n = sends * scale;
+        let entry = |label: &'static str, side: Side, f: RetainFn, retain: bool| Entry {
+            name: label,
+            side,
+            not_comparable: (side == Side::Peer)
+                .then_some("the baseline with a table: reference for the row above"),
+            run: Ok(Box::new(move || (f(retain, n), None)) as Measure),
+        };
+        out.push(Scenario {
+            name: format!("conflate/retain_latest/{name}"),
+            ops: n,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries: vec![
+                entry("keybus", Side::Keybus, keybus_fn, false),
+                entry("keybus+retain_latest", Side::Keybus, keybus_fn, true),
+                entry("baseline", Side::Baseline, baseline_fn, false),
+                entry("baseline+retain_latest", Side::Peer, baseline_fn, true),
+            ],
+        });
+    }
     // 1x1_hot64 is also the 2-thread point of the thread plot.
     for backlog in [100u64, 1_000, 10_000, 100_000] {
         let iters = (300_000 * scale / backlog).max(3);
