@@ -192,7 +192,7 @@ pub use crate::{AppendError, Entry, ReadError};
 pub use reader::Reader;
 
 use crate::sync::Arc;
-use crate::wait::{block, WaitFuture};
+use crate::wait::{block_armed, WaitFuture};
 use ring::Ring;
 use std::fmt;
 use std::future::Future;
@@ -314,8 +314,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// If `limit == 0`.
     pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
-        block(&self.ring.notify, None, || self.attempt(after, limit))
-            .expect("no deadline: never times out")
+        block_armed(
+            &self.ring.notify,
+            None,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
+        .expect("no deadline: never times out")
     }
 
     /// Like [`read`](Self::read), but gives up with [`ReadError::Timeout`] after
@@ -334,8 +339,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
         let deadline = Instant::now().checked_add(timeout);
-        block(&self.ring.notify, deadline, || self.attempt(after, limit))
-            .unwrap_or(Err(ReadError::Timeout))
+        block_armed(
+            &self.ring.notify,
+            deadline,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
+        .unwrap_or(Err(ReadError::Timeout))
     }
 
     /// The async form of [`read`](Self::read): runtime-agnostic and `Send`.
@@ -350,7 +360,12 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
         assert_limit(limit);
-        WaitFuture::new(&self.ring.notify, move || self.attempt(after, limit))
+        let ring: &Ring<T> = &self.ring;
+        WaitFuture::armed(
+            &ring.notify,
+            move || ring.arm_parking(),
+            move || self.attempt(after, limit),
+        )
     }
 
     /// A reader whose cursor is the current tail: it sees only revisions appended
