@@ -31,6 +31,16 @@
 //!   revisions are unique and gap-free, each value sits under the revision its
 //!   append returned, and a reader never sees revision 2 without revision 1.
 //!
+//! - `two_parked_readers_vs_two_appends`: two readers park for different
+//!   revisions while two appends publish; the first publishing swap clears the
+//!   parking flag the second reader may have set. Checks: no lost wake-up.
+//! - `parked_reader_vs_two_contending_appenders`: two appenders contend for the
+//!   lock bit of the state word while a reader parks for revision 2. Checks:
+//!   unique revisions, the reader is woken.
+//! - `a_panic_under_the_writer_lock_releases_it`: `append_if_changed`'s `T::eq`
+//!   panics holding the lock bit, against a concurrent append and a later close.
+//!   Checks: the lock is released, nothing is published by the panicking call.
+//!
 //! - `recycling_never_rewrites_a_value_a_reader_is_cloning`: one reader reads
 //!   revision 1 while the writer evicts it and then recycles evicted nodes (two
 //!   recycling appends, so a node found pinned goes to the held list and comes
@@ -46,7 +56,8 @@
 //! - The whole slot and reclamation protocol is keybus's own, written with the
 //!   atomics, `UnsafeCell` and mutex of `keybus`'s sync module, which are loom's
 //!   under `--cfg loom`: the stamps, the node pointers, the pin counts and the
-//!   writer's claim, the tail, the close flag, the writer lock and the wake-ups
+//!   writer's claim, the state word (tail, writer lock bit, close and parking
+//!   flags) and the wake-ups
 //!   are all explored, and a value access that is not ordered after the write
 //!   that made it (or a rewrite not ordered after every clone) fails the model.
 //!   No stand-in is involved (the earlier `arc-swap` cell needed one).
@@ -408,5 +419,92 @@ fn two_readers_pin_while_the_writer_recycles() {
         writer.join().unwrap();
         drop(buf);
         all_dropped(&tokens);
+    });
+}
+
+// --- The state word: writer lock, publishing swap, parking flag -------------
+
+#[test]
+fn two_parked_readers_vs_two_appends() {
+    loom::model(|| {
+        // Reader `a` waits for revision 1, reader `b` for 1 and then 2. The swap
+        // that publishes 1 clears `PARKING` even if `b` set it; `b` must then
+        // either see 2 on its last look or have re-armed so the swap of 2
+        // notifies. A lost wake-up is a deadlock, which loom reports.
+        let buf = Buffer::new(2);
+        let a = {
+            let buf = buf.clone();
+            thread::spawn(move || buf.read(0, 1))
+        };
+        let b = {
+            let mut reader = buf.reader_at(0);
+            thread::spawn(move || {
+                assert_eq!(reader.next().unwrap().revision, 1);
+                reader.next()
+            })
+        };
+        buf.append(value(1)).unwrap();
+        buf.append(value(2)).unwrap();
+        let page = a.join().unwrap().unwrap();
+        assert_eq!((page[0].revision, &page[0].value), (1, &value(1)));
+        let entry = b.join().unwrap().unwrap();
+        assert_eq!((entry.revision, entry.value), (2, value(2)));
+    });
+}
+
+#[test]
+fn parked_reader_vs_two_contending_appenders() {
+    loom::model(|| {
+        // Two appenders contend for the lock bit (one waits for the other,
+        // never for the reader); the reader parks until revision 2 exists.
+        let buf = Buffer::new(2);
+        let appenders: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|name| {
+                let buf = buf.clone();
+                thread::spawn(move || buf.append(name.to_string()).unwrap())
+            })
+            .collect();
+        let mut reader = buf.reader_at(0);
+        assert_eq!(reader.next().unwrap().revision, 1);
+        assert_eq!(reader.next().unwrap().revision, 2);
+        let mut revisions: Vec<u64> = appenders.into_iter().map(|h| h.join().unwrap()).collect();
+        revisions.sort();
+        assert_eq!(revisions, [1, 2]);
+    });
+}
+
+/// Equal to everything, but panics when compared with a value named "boom".
+#[derive(Clone, Debug)]
+struct Touchy(&'static str);
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Self) -> bool {
+        assert!(self.0 != "boom" && other.0 != "boom", "boom");
+        self.0 == other.0
+    }
+}
+
+#[test]
+fn a_panic_under_the_writer_lock_releases_it() {
+    loom::model(|| {
+        // `append_if_changed` runs `T::eq` holding the lock bit; a panic there
+        // must release it (and publish nothing), or the other appender and the
+        // close spin forever.
+        let buf = Buffer::new(2);
+        buf.append(Touchy("one")).unwrap();
+        let other = {
+            let buf = buf.clone();
+            thread::spawn(move || buf.append(Touchy("two")).unwrap())
+        };
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            buf.append_if_changed(Touchy("boom"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(other.join().unwrap(), 2);
+        assert_eq!(buf.tail(), 2);
+        buf.close();
+        assert!(buf.is_closed());
+        assert_eq!(buf.latest().map(|e| e.value.0), Some("two"));
     });
 }

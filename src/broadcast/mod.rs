@@ -124,11 +124,12 @@
 //!
 //! `Buffer<T>` is a cheap `Clone` handle, `Send + Sync`; `Reader<T>` is `Send`.
 //! Reads take no lock: each checks the committed tail and then each slot's
-//! sequence stamp around its copy (a seqlock). Appends serialize on a small writer
-//! lock that readers never touch, so an append waits only for another append,
+//! sequence stamp around its copy (a seqlock). Appends serialize on a lock bit in
+//! the ring's state word (the word that also holds the tail), which readers never
+//! take, so an append waits only for another append (spinning, then yielding),
 //! never for a reader. `T::clone` runs with no lock held; `T::eq`
-//! ([`Buffer::append_if_changed`]) runs under the writer lock; a replaced value is
-//! dropped after the lock is released.
+//! ([`Buffer::append_if_changed`]) runs holding the lock bit (a panic there
+//! releases it); a replaced value is dropped after the lock is released.
 //!
 //! # Memory
 //!
@@ -147,19 +148,22 @@
 //!
 //! # Performance
 //!
-//! - `append`: one uncontended lock, one compare-and-swap on the recycled node's
-//!   pin count, four stores (two stamps, the node pointer, the tail), and a
-//!   wake-up check (one `SeqCst` fence; the listener list only when someone is
-//!   parked). No cost grows with readers or threads, and no state is shared with
-//!   other buffers or the rest of the process. Once the ring is full it allocates
-//!   nothing (`tests/broadcast_alloc.rs`) unless a read in progress has pinned
-//!   the nodes it would recycle.
-//! - `try_read`: two atomic loads, then per entry two stamp loads, a pointer load,
+//! - `append`: three read-modify-writes: a compare-and-swap that takes the lock
+//!   bit, one on the recycled node's pin count, and the swap that publishes the
+//!   tail and releases the lock; three stores (two stamps, the node pointer). It
+//!   calls the notifier only when that swap finds a reader's parking flag: no
+//!   fence, no listener check otherwise. No cost grows with readers or threads,
+//!   and no state is shared with other buffers or the rest of the process. Once
+//!   the ring is full it allocates nothing (`tests/broadcast_alloc.rs`) unless a
+//!   read in progress has pinned the nodes it would recycle.
+//! - `try_read`: one atomic load (tail and close flag), then per entry two stamp loads, a pointer load,
 //!   a pin and an unpin (two read-modify-writes on the node's count, shared only
 //!   with readers of the same entry) and one `T::clone`. `latest` is one entry;
 //!   `retained` is up to `capacity` entries. Nothing waits.
 //! - `read`, `next` and their timeout/async forms park only when nothing is past
-//!   the cursor; every append wakes the parked readers of its buffer.
+//!   the cursor: they register a listener, set the parking flag in the state
+//!   word (one read-modify-write), look once more, then park; the next append
+//!   sees the flag and wakes the parked readers of its buffer.
 //!
 //! # What the loom models check, and what they cannot
 //!
@@ -167,9 +171,11 @@
 //! bound) of: a read against an overwrite of the same slot, a read against the
 //! recycling of the node it is cloning, two readers against recycling, the
 //! `a - 1` boundary while an append evicts, close against a draining read, park
-//! against wake, and two concurrent appenders. Under loom every primitive of the
-//! protocol is loom's (stamps, node pointers, pin counts, tail, close flag,
-//! writer lock, wake-ups, and the value cells, whose accesses loom checks for
+//! against wake (also two parked readers against two appends, and a parked
+//! reader against two contending appenders), two concurrent appenders, and a
+//! panic under the lock bit. Under loom every primitive of the
+//! protocol is loom's (stamps, node pointers, pin counts, the state word,
+//! wake-ups, and the value cells, whose accesses loom checks for
 //! races), so the slot protocol and its reclamation are checked as written. What
 //! the models cannot reach (long runs, many stalled readers, node counts) is
 //! covered by the unit tests, also under Miri.
@@ -192,7 +198,7 @@ pub use crate::{AppendError, Entry, ReadError};
 pub use reader::Reader;
 
 use crate::sync::Arc;
-use crate::wait::{block, WaitFuture};
+use crate::wait::{block_armed, WaitFuture};
 use ring::Ring;
 use std::fmt;
 use std::future::Future;
@@ -314,8 +320,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// If `limit == 0`.
     pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
-        block(&self.ring.notify, None, || self.attempt(after, limit))
-            .expect("no deadline: never times out")
+        block_armed(
+            &self.ring.notify,
+            None,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
+        .expect("no deadline: never times out")
     }
 
     /// Like [`read`](Self::read), but gives up with [`ReadError::Timeout`] after
@@ -334,8 +345,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
         let deadline = Instant::now().checked_add(timeout);
-        block(&self.ring.notify, deadline, || self.attempt(after, limit))
-            .unwrap_or(Err(ReadError::Timeout))
+        block_armed(
+            &self.ring.notify,
+            deadline,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
+        .unwrap_or(Err(ReadError::Timeout))
     }
 
     /// The async form of [`read`](Self::read): runtime-agnostic and `Send`.
@@ -350,7 +366,12 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
         assert_limit(limit);
-        WaitFuture::new(&self.ring.notify, move || self.attempt(after, limit))
+        let ring: &Ring<T> = &self.ring;
+        WaitFuture::armed(
+            &ring.notify,
+            move || ring.arm_parking(),
+            move || self.attempt(after, limit),
+        )
     }
 
     /// A reader whose cursor is the current tail: it sees only revisions appended
