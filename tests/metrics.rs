@@ -295,7 +295,6 @@ fn descriptions_are_kept() {
 /// A late consumer built as a snapshot receiver starts with the whole state:
 /// totals, not the updates since it was made.
 #[test]
-#[ignore = "needs conflate retain_latest (rule 11)"]
 fn a_late_snapshot_receiver_sees_the_state() {
     let recorder = KeybusRecorder::builder().retain_latest().build();
     let mut early = recorder.receiver();

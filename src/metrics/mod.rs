@@ -388,10 +388,7 @@ impl KeybusRecorder {
     }
 }
 
-/// The one place that builds the hub and snapshot receivers. Until conflate has
-/// its state table (`Hub::builder().retain_latest()`, `ReceiverBuilder::snapshot`),
-/// `retain_latest` is refused here with a panic that says so; enabling it is
-/// replacing the two marked lines.
+/// The one place that builds the hub and snapshot receivers.
 mod state_table {
     use super::{Hub, Key, Receiver, Update};
 
@@ -402,18 +399,13 @@ mod state_table {
 
     pub(super) fn new_hub(retain_latest: bool) -> Hub<Key, Update> {
         if retain_latest {
-            // With the state table:
-            // return Hub::builder().merge(fold).retain_latest().build();
-            panic!(
-                "keybus::metrics: retain_latest needs conflate's state table (not in this build)"
-            );
+            Hub::builder().merge(fold).retain_latest().build()
+        } else {
+            Hub::with_merge(fold)
         }
-        Hub::with_merge(fold)
     }
 
     pub(super) fn snapshot_receiver(hub: &Hub<Key, Update>) -> Receiver<Key, Update> {
-        // With the state table: hub.receiver_builder().snapshot().build()
-        let _ = hub;
-        unreachable!("retain_latest is refused by new_hub")
+        hub.receiver_builder().snapshot().build()
     }
 }
