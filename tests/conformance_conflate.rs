@@ -1524,7 +1524,7 @@ macro_rules! conflate_conformance {
             fn rule11_snapshot_is_one_instant_a_prefix_of_one_senders_keys() {
                 // One sender of keys 0, 1, 2, ...: a snapshot taken at one
                 // instant holds exactly the keys 0..n for some n, in order.
-                const N: u32 = 20_000;
+                const N: u32 = 10_000;
                 let hub: Hub<u32, u32> = Hub::builder().retain_latest().build();
                 let tx = hub.sender();
                 let done = AtomicBool::new(false);
@@ -1624,7 +1624,7 @@ macro_rules! conflate_conformance {
                 // and the live stream makes a key's total too small, one counted
                 // twice makes it too big.
                 const SENDERS: usize = 3;
-                const PER: u64 = 20_000;
+                const PER: u64 = 5_000;
                 const KEYS: u32 = 16;
                 let hub = summing_table();
                 let stop = AtomicBool::new(false);
@@ -1642,7 +1642,8 @@ macro_rules! conflate_conformance {
                         .collect();
                     let registrar = s.spawn(|| {
                         let mut made = Vec::new();
-                        while !stop.load(SeqCst) && made.len() < 200 {
+                        // At least a few, even if the senders finish first.
+                        while (!stop.load(SeqCst) || made.len() < 3) && made.len() < 50 {
                             made.push(hub.receiver_builder().snapshot().build());
                             jitter(2_000);
                         }
@@ -1754,7 +1755,7 @@ macro_rules! conflate_conformance {
             #[test]
             fn rule13_conservation_holds_after_senders_of_several_threads_join() {
                 const SENDERS: u64 = 3;
-                const PER: u64 = 20_000;
+                const PER: u64 = 5_000;
                 let hub: Hub<u32, i64> = Hub::builder()
                     .merge(|p: i64, n: i64| Some(p + n).filter(|s| *s % 5 != 0))
                     .retain_latest()
@@ -1859,7 +1860,7 @@ macro_rules! conflate_conformance {
             fn rule14_max_pending_holds_under_concurrent_sends() {
                 const MAX: usize = 5;
                 const SENDERS: u64 = 3;
-                const PER: u64 = 20_000;
+                const PER: u64 = 8_000;
                 let hub: Hub<u32, u64> = Hub::new();
                 let tx = hub.sender();
                 let mut rx = hub.receiver_builder().max_pending(MAX).build();
