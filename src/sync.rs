@@ -31,7 +31,7 @@ pub(crate) use shuttle::sync::{
 ///
 /// Every critical section in this crate that runs user code (merge, key filter)
 /// repairs its state before the panic leaves it, so a poisoned mutex holds a
-/// consistent value and the bus stays usable (SPEC conflate rule 9).
+/// consistent value and the bus stays usable (conflate rule 9, docs/design.md).
 #[cfg(not(any(loom, shuttle)))]
 pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

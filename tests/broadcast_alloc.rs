@@ -1,4 +1,4 @@
-//! SPEC non-functional rule: no allocation on a broadcast append once the ring is
+//! Non-functional rule (docs/design.md, "The contract"): no allocation on a broadcast append once the ring is
 //! full (for a value type that owns no heap data). Measured with a counting global
 //! allocator that counts per thread, only while asked to, so the test harness and
 //! the other test cannot disturb the count.

@@ -14,7 +14,7 @@
 //!
 //! Lock order is shard → queue; the consumer never holds both.
 //!
-//! ## Why each race is safe (DESIGN-NOTES conflate 1, 2)
+//! ## Why each race is safe (docs/design.md, "The cut is one instant" and "Coalescing versus pop")
 //!
 //! - **Coalesce versus pop.** A slot's `live` value is taken, merged into and
 //!   annihilated only under its shard lock, and a ticket matches a slot only by its
@@ -394,7 +394,7 @@ where
     /// Fans one send into this receiver. Runs the key filter (no lock held) and the
     /// merge (this key's shard lock held, nothing else). If either panics, the panic
     /// continues after this receiver's state is repaired: a panicking merge drops
-    /// the key's pending value here (SPEC conflate rule 9).
+    /// the key's pending value here (conflate rule 9, docs/design.md).
     pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
         // Relaxed: a stale `false` only delivers into a receiver that is closing,
         // whose values are dropped with it.

@@ -142,13 +142,9 @@
 //! lock and are written under it with plain stores; the hub's `sent` count
 //! lives in per-thread slots. See docs/design.md for the cost table.
 //!
-//! Measured on a 2-core machine (README, "Performance"): a send with no receiver
-//! costs about 0.5 ns; one sender to one or to sixteen receivers is 1.2-1.8x the
-//! one-mutex baseline's throughput; with several senders it is 0.5-1.1x, because
-//! each receiver's shard is a lock of its own where the baseline takes one lock
-//! per send. Memory per pending key per receiver, `K = u64, V = u64`: 160-210
-//! bytes measured (slot, ticket and the tables' growth slack); an idle receiver
-//! costs about 2.4 KiB (its 16 cache-padded shards).
+//! Measured figures (throughput against the baseline, bytes per pending key and
+//! per idle receiver) are kept in one place, `docs/performance.md`, written from
+//! `bench-report` runs.
 
 mod core;
 mod receiver;

@@ -71,7 +71,7 @@ where
             return Ok(Some(found));
         }
         if state.quiescent_closed() {
-            // Drained after a graceful close: deregister now (SPEC conflate rule 7).
+            // Drained after a graceful close: deregister now (conflate rule 7, docs/design.md).
             if self.core.close() {
                 self.shared.deregister(self.core);
             }

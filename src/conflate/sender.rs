@@ -18,7 +18,7 @@ pub struct Sender<K, V> {
 }
 
 /// Ends one send in flight, also when user code panics out of the fan-out, so the
-/// in-flight count can never stay raised (DESIGN-NOTES conflate 4).
+/// in-flight count can never stay raised (docs/design.md, "Panics in user code").
 struct InFlight<'a, K, V> {
     shared: &'a Shared<K, V>,
     slot: usize,

@@ -101,7 +101,7 @@ impl<K, V> Shared<K, V> {
     }
 
     /// The key's hash, computed once per send and reused for every receiver's shard
-    /// choice and table probe (DESIGN-NOTES conflate 7).
+    /// choice and table probe (docs/design.md, "One hash per send").
     pub(crate) fn hash(&self, key: &K) -> u64
     where
         K: Hash,

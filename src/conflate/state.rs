@@ -29,7 +29,7 @@
 //! - **Drained**: a receiver is finished after a graceful close only when it sees
 //!   `TX_CLOSED` with *no sender in flight* and nothing pending. A send that passed
 //!   the check but has not reached the receiver yet keeps the in-flight count raised,
-//!   so the receiver cannot report `Closed` early (DESIGN-NOTES conflate 3). The
+//!   so the receiver cannot report `Closed` early (docs/design.md, "Close versus send"). The
 //!   sender that takes the count to zero after a close wakes every receiver.
 //! - **Which receiver list a send reads** (see `registry.rs`): there are two list
 //!   slots; `CURRENT` names the one new sends use, and each slot has its own

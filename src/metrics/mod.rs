@@ -130,13 +130,10 @@
 //! (A macro call whose labels are computed at run time builds, and allocates, its
 //! `Key` before any recorder sees it; keep such handles out of hot loops.)
 //!
-//! Measured on a 2-core machine (`benches/benches/metrics.rs`; medians of 7 interleaved
-//! rounds): a kept handle's `increment(1)` costs about 8 ns with no receiver and
-//! 100 ns with two receivers, against 6.5 ns for the floor a counting-only
-//! exporter pays (`metrics-util`'s atomic registry, one `AtomicU64` per key);
-//! through `counter!(..).increment(1)`, 32 ns and 123 ns against the floor's
-//! 29 ns. Per receiver the cost is the conflate send (a shard lock and a fold of
-//! the 40-byte [`Update`]); the floor delivers to nobody.
+//! Per receiver an update costs a conflate send (a shard lock and a fold of the
+//! 40-byte [`Update`]); a counting-only exporter (one `AtomicU64` per key) delivers
+//! to nobody. The measured cost against that floor (`benches/benches/metrics.rs`,
+//! `bench-report --only metrics`) is in `docs/performance.md`.
 //!
 //! The call site's metadata (level, target, module) is not used; filter on it
 //! with `metrics-util` layers if needed. Descriptions and units given with

@@ -1,5 +1,5 @@
 //! A single-threaded reference model of the `keybus::conflate` API, written straight
-//! from SPEC.md and keybus-api.md with no concern for speed: one `VecDeque` of
+//! from the contract (docs/design.md) and the API docs with no concern for speed: one `VecDeque` of
 //! pending slots per receiver, in first-touch order.
 //!
 //! It is a third opinion for the differential runner: until the baseline lands it is
@@ -447,7 +447,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
             };
             r.stats.received += 1;
             // Take the slot out before the merge: if the merge panics, the pending
-            // value is gone (keybus-api.md, rule 9), exactly as here.
+            // value is gone (conflate rule 9), exactly as here.
             let prev = r.queue.remove(pos).expect("position is in range");
             let merge = r.merge.clone();
             drop(r);
@@ -505,7 +505,7 @@ impl<K, V> Drop for Sender<K, V> {
     }
 }
 
-/// What a receive finds, by SPEC precedence: closed beats empty beats value.
+/// What a receive finds, by the precedence of conflate rule 6: closed beats empty beats value.
 enum Ready {
     Closed,
     Empty,

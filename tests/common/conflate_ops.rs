@@ -768,7 +768,7 @@ impl<I: ConflateImpl> World<I> {
     }
 
     /// Values alive minus pending slots: 0 when every value the implementation
-    /// holds is one a receiver will deliver (SPEC rules 3 and 7), and none
+    /// holds is one a receiver will deliver (conflate rules 3 and 7), and none
     /// outlived an earlier hub's handles.
     ///
     /// With a state table, its values count as held too, as long as any handle
