@@ -71,7 +71,7 @@ impl<T> Pool<T> {
     /// Precondition: the caller holds the writer lock.
     pub(super) fn take(&mut self, value: T) -> (NonNull<Node<T>>, Option<T>) {
         if let Some(node) = self.held.pop_front() {
-            // SAFETY (deref): pooled nodes are allocated until the pool drops.
+            // SAFETY: (deref) pooled nodes are allocated until the pool drops.
             if unsafe { node.as_ref() }.is_pinned() {
                 self.held.push_back(node);
             } else {

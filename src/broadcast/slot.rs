@@ -163,17 +163,15 @@ mod tests {
         let old = slot
             .write_while_locked(3, Node::alloc(vec![3u8; 16]))
             .expect("slot held revision 1");
-        // SAFETY (deref): `old` is allocated until freed below.
+        // SAFETY: (deref) `old` is allocated until freed below.
         let node = unsafe { old.as_ref() };
         assert!(node.is_pinned());
         assert!(!node.claim_while_locked(), "claimed a pinned node");
         drop(pinned);
         assert!(node.claim_while_locked());
         // SAFETY: claimed, in no slot; the value is ours to replace.
-        assert_eq!(
-            unsafe { node.replace_while_claimed(vec![5u8]) },
-            vec![1u8; 16]
-        );
+        let previous = unsafe { node.replace_while_claimed(vec![5u8]) };
+        assert_eq!(previous, vec![1u8; 16]);
         // SAFETY: evicted, in no slot, and no read is in progress.
         unsafe { super::super::cell::free(old) };
     }
