@@ -30,6 +30,7 @@ pub mod metrics;
 
 mod error;
 mod event;
+mod generation;
 mod policy;
 mod reentrancy;
 mod stats;

@@ -184,7 +184,6 @@
 //! suite.
 
 mod cell;
-pub(crate) mod generation;
 mod pool;
 mod reader;
 mod ring;

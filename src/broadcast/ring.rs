@@ -132,7 +132,7 @@ impl<T> Ring<T> {
             handles: AtomicUsize::new(1),
             pool: UnsafeCell::new(Pool::new()),
             notify: Notify::new(),
-            generation: super::generation::next(),
+            generation: crate::generation::next(),
         }
     }
 
