@@ -163,25 +163,37 @@ fn options() -> Options {
         only: None,
         out: PathBuf::from("target/keybus-report"),
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.full = false,
-            "--full" => o.full = true,
-            "--verbose" => o.verbose = true,
-            "--rounds" => o.rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-            "--only" => o.only = args.next(),
-            "--out" => o.out = args.next().map(PathBuf::from).unwrap_or(o.out),
-            "-h" | "--help" => {
-                println!(
-                    "bench-report [--quick | --full] [--rounds N] [--only SUBSTRING] [--out DIR] [--verbose]"
-                );
+    // Flags via `lexopt` (`--flag value` or `--flag=value`).
+    use lexopt::prelude::*;
+    let usage =
+        "bench-report [--quick | --full] [--rounds N] [--only SUBSTRING] [--out DIR] [--verbose]";
+    let fail = |message: String| -> ! {
+        eprintln!("{message} (try --help)");
+        std::process::exit(2);
+    };
+    let mut parser = lexopt::Parser::from_env();
+    let value = |parser: &mut lexopt::Parser| -> String {
+        let raw = parser.value().unwrap_or_else(|e| fail(e.to_string()));
+        raw.string().unwrap_or_else(|e| fail(e.to_string()))
+    };
+    while let Some(arg) = parser.next().unwrap_or_else(|e| fail(e.to_string())) {
+        match arg {
+            Long("quick") => o.full = false,
+            Long("full") => o.full = true,
+            Long("verbose") => o.verbose = true,
+            Long("rounds") => {
+                let v = value(&mut parser);
+                o.rounds = v
+                    .parse()
+                    .unwrap_or_else(|_| fail(format!("--rounds: not a number: {v}")));
+            }
+            Long("only") => o.only = Some(value(&mut parser)),
+            Long("out") => o.out = PathBuf::from(value(&mut parser)),
+            Short('h') | Long("help") => {
+                println!("{usage}");
                 std::process::exit(0);
             }
-            other => {
-                eprintln!("unknown argument {other:?} (try --help)");
-                std::process::exit(2);
-            }
+            other => fail(other.unexpected().to_string()),
         }
     }
     if o.rounds == 0 {
