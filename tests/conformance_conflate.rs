@@ -1167,6 +1167,20 @@ macro_rules! conflate_conformance {
 
             // ---------------------------------------------------------------
             // rule 8: close racing send
+            //
+            // What these real-thread races can and cannot catch: they check the
+            // whole implementation end to end, on the real primitives, over
+            // hundreds of rounds with the close landing near a random send. They
+            // are NOT what guarantees the close/send/drain protocol: the window
+            // in which a send can decide on a stale snapshot of the hub's state
+            // word is a few instructions wide, and a planted bug there ("enter
+            // the send with fetch_add instead of the CAS") survives them (see
+            // docs/verification-mutants.md). That guarantee is carried by the
+            // models, which explore the interleaving itself: loom
+            // `close_vs_send_exactly_one_outcome` and `hub_close_vs_send`, and
+            // shuttle `close_races_many_senders` and
+            // `hub_close_races_senders_and_consumers`, each of which catches that
+            // bug at CI settings.
 
             /// Every `Ok` send is delivered before `Closed` by every receiver
             /// (one consuming concurrently, one drained afterwards); no `Err`

@@ -349,3 +349,26 @@ fn hub_close_never_delivers_past_a_hole() {
         );
     });
 }
+
+/// `Receiver::len()` polled while one key is pushed, annihilated, pushed again
+/// and annihilated again: at most one key is ever pending, so `len()` is 0 or 1.
+/// A count read as two loads tears either way here: pushed-then-retired wraps
+/// below zero, retired-then-pushed counts the key twice.
+#[test]
+fn len_stays_within_the_pending_keys() {
+    loom::model(|| {
+        let hub = Hub::<u32, u64>::with_merge(|_pending, _incoming| None);
+        let tx = hub.sender();
+        let rx = hub.receiver();
+        let sender = thread::spawn(move || {
+            for _ in 0..4 {
+                tx.send(0, 0).unwrap(); // pending, then annihilated
+            }
+        });
+        thread::yield_now();
+        let polled = rx.len();
+        assert!(polled <= 1, "len() = {polled} with at most one key pending");
+        sender.join().unwrap();
+        assert_eq!(rx.len(), 0);
+    });
+}
