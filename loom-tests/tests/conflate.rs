@@ -112,12 +112,7 @@ fn cut_is_one_instant_across_shards() {
         );
         let sends: u64 = first.iter().chain(&rest).map(|e| e.2).sum();
         assert_eq!(sends, 3, "conservation: {first:?} then {rest:?}");
-        let last_a = first
-            .iter()
-            .chain(&rest)
-            .filter(|e| e.0 == a)
-            .last()
-            .unwrap();
+        let last_a = first.iter().chain(&rest).rfind(|e| e.0 == a).unwrap();
         assert_eq!(last_a.1, 2, "the latest value of a is delivered last");
     });
 }
