@@ -1044,6 +1044,13 @@ macro_rules! conflate_conformance {
 
             // ---------------------------------------------------------------
             // wake-ups: blocking and async receives parked on another thread
+            //
+            // These catch a wake-up that is never sent (and fail, through the
+            // watchdog below, instead of hanging). A wake-up lost in a window a
+            // few instructions wide (a receiver that registers its listener after
+            // its last look) mostly survives real threads; loom
+            // `park_vs_wake_send` and shuttle `recv_woken_by_data_without_close`
+            // carry that guarantee (docs/verification-mutants.md).
 
             /// Runs `body` on a thread of its own and fails the test if it makes
             /// no progress for `STALL`: `body` calls `beat(round)` once per round,
