@@ -112,7 +112,19 @@ fn large_cut_grouped_by_shard_is_one_instant() {
     // 0..R, where R is N-1-n or N-n (the prefix ends after "new n+R" or after
     // "again R"), or 0 while N <= n. Any batch that holds a later send without
     // an earlier one breaks this.
-    let n: u64 = if cfg!(miri) { 600 } else { 5_000 };
+    //
+    // The first cut waits until the sender is running, so that the sender's
+    // re-sends meet the cut's drain of the backlog; a few rounds, because
+    // whether they meet on real threads is up to the scheduler.
+    let (n, rounds): (u64, u32) = if cfg!(miri) { (600, 1) } else { (5_000, 16) };
+    for _ in 0..rounds {
+        large_cut_round(n);
+    }
+}
+
+fn large_cut_round(n: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
     let hub: Hub<u64, u64> = Hub::with_merge(|a, b| Some(a | b));
     let mut rx = hub.receiver();
     let tx = hub.sender();
@@ -120,12 +132,18 @@ fn large_cut_grouped_by_shard_is_one_instant() {
     for k in 0..n {
         tx.send(k, 1).unwrap();
     }
+    let progress = Arc::new(AtomicU64::new(0));
+    let sent = progress.clone();
     let sender = thread::spawn(move || {
         for k in n..2 * n {
             tx.send(k, 1).unwrap();
             tx.send(k - n, 2).unwrap(); // re-send an old key: second bit
+            sent.store(k - n + 1, Relaxed);
         }
     });
+    while progress.load(Relaxed) < n.min(16) {
+        thread::yield_now();
+    }
     let mut next_new = 0u64;
     let mut second = vec![false; n as usize];
     let mut seen_second = 0u64;
