@@ -12,14 +12,17 @@
 //! and `net.*`. `--producers` threads publish `Sample { value, ts_ns }` updates for
 //! `--duration-ms`, as fast as the bus takes them. Which metric is updated follows
 //! a Zipf law with exponent `--zipf`: a few metrics are very hot, most are cold, as
-//! in real fleets. Four consumers subscribe before the first send:
+//! in real fleets. Four consumers subscribe before the first send, a fifth later:
 //!
 //! - **dashboard** — renders every update it receives (`recv` loop);
 //! - **indexer** — every 5 ms takes the whole backlog as one cut (`try_recv_all`)
 //!   and spends those 5 ms "writing" it (a sleep), like a batched storage write;
 //! - **disk.\* filter** — an alerting rule that only cares about one family
 //!   (`key_filter`, applied at send, so other families never take a slot there);
-//! - **key watcher** — follows the single hottest metric (`key`).
+//! - **key watcher** — follows the single hottest metric (`key`);
+//! - **late dashboard** — connects halfway through as a snapshot receiver
+//!   (`receiver_builder().snapshot()` on a `retain_latest` hub): it is born with the
+//!   current value of every metric pending (`sends == 0`), then follows live.
 //!
 //! Then the producers stop, the send side closes gracefully (`Sender::close`) and
 //! every consumer drains what is pending before it sees `Closed`.
@@ -47,10 +50,13 @@
 //!   all of them: far fewer events, same information, memory bounded by the key set.
 //! - **events/s** — deliveries per second over the receiver's life (start to
 //!   `Closed`).
-//! - **check** — conservation after the graceful close: the receiver's sends folded
-//!   must equal the sends that passed its filter, as counted by the producers
-//!   (per family, so the filtered receiver and the watcher are checked too).
-//!   A mismatch makes the program exit with status 1.
+//! - **check** — conservation after the graceful close, read from the bus's own
+//!   accounting (`Hub::stats`, `Receiver::stats`): the hub accepted exactly the
+//!   sends the producers counted; at each receiver everything that reached it is
+//!   settled (`received == folded + annihilated + overflowed + dropped +
+//!   pending_sends`), its events stand for exactly the `folded` sends, and with the
+//!   sends its filter rejected it accounts for every accepted send. A mismatch
+//!   makes the program exit with status 1.
 //! - **sends/s** — what the producers pushed through the bus; the headline number.
 //!   The side-by-side table divides keybus by the baseline.
 //!
@@ -76,7 +82,11 @@
 //!
 //! A bad flag prints a message and exits with status 2.
 
-use keybus::{Event, RecvError, SendError, TryRecvError};
+use keybus::{Event, HubStats, ReceiverStats, RecvError, SendError, TryRecvError};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Zipf};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -97,44 +107,82 @@ use std::time::{Duration, Instant};
 macro_rules! run_scenario {
     ($($bus:ident)::+, $label:expr, $duration:expr, $workload:expr) => {{
         let workload: &Workload = $workload;
-        let hub = $($bus)::+::Hub::<MetricId, Sample>::new();
+        // The state table (`retain_latest`) lets the late dashboard start from the
+        // current value of every metric.
+        let hub = $($bus)::+::Hub::<MetricId, Sample>::builder().retain_latest().build();
         // Subscribe before the first send: a receiver starts empty.
-        let mut dashboard = hub.receiver();
-        let mut indexer = hub.receiver();
-        let mut filtered = hub
+        let dashboard = hub.receiver();
+        let indexer = hub.receiver();
+        let filtered = hub
             .receiver_builder()
             .key_filter(|key| key.family() == FILTERED_FAMILY)
             .build();
-        let mut watcher = hub.receiver_builder().key(workload.watched).build();
+        let watcher = hub.receiver_builder().key(workload.watched).build();
         let tx = hub.sender();
         let closer = tx.clone();
-        // Only the senders keep the send side open from here on.
+        let (late_hub, stats_hub) = (hub.clone(), hub.clone());
+        // Only the senders, the late dashboard's registration and the stats
+        // reader keep handles; the send side is closed explicitly.
         drop(hub);
         let ports = Ports {
             send: move |key: MetricId, sample: Sample| tx.send(key, sample),
             close: Box::new(move || closer.close()),
-            dashboard: Box::new(move || dashboard.recv()),
-            indexer: Box::new(move || indexer.try_recv_all()),
-            filtered: Box::new(move || filtered.recv()),
-            watcher: Box::new(move || watcher.recv()),
+            dashboard: Box::new(dashboard),
+            indexer: Box::new(indexer),
+            filtered: Box::new(filtered),
+            watcher: Box::new(watcher),
+            late: Box::new(move || {
+                // Joins mid-run: born with the whole state table pending.
+                Box::new(late_hub.receiver_builder().snapshot().build()) as Port
+            }),
+            hub_stats: Box::new(move || stats_hub.stats()),
         };
         run_on($label, $duration, workload, ports)
     }};
 }
 
-/// One implementation's send side and receivers, as closures.
+/// One implementation's send side and receivers.
 struct Ports<S> {
     send: S,
     close: Box<dyn FnOnce()>,
-    dashboard: RecvPort,
-    indexer: BatchPort,
-    filtered: RecvPort,
-    watcher: RecvPort,
+    dashboard: Port,
+    indexer: Port,
+    filtered: Port,
+    watcher: Port,
+    /// Registers the late dashboard (a snapshot receiver).
+    late: Box<dyn FnOnce() -> Port + Send>,
+    hub_stats: Box<dyn Fn() -> HubStats>,
 }
 
 type Ev = Event<MetricId, Sample>;
-type RecvPort = Box<dyn FnMut() -> Result<Ev, RecvError> + Send>;
-type BatchPort = Box<dyn FnMut() -> Result<Vec<Ev>, TryRecvError> + Send>;
+type Port = Box<dyn Consumer>;
+
+/// What a consumer needs of a receiver; both implementations' `Receiver` have
+/// these methods, and the crate-root `Event`, error and stats types make the
+/// signatures the same.
+trait Consumer: Send {
+    fn recv(&mut self) -> Result<Ev, RecvError>;
+    fn try_recv_all(&mut self) -> Result<Vec<Ev>, TryRecvError>;
+    fn stats(&self) -> ReceiverStats;
+}
+
+macro_rules! consumer {
+    ($($bus:ident)::+) => {
+        impl Consumer for $($bus)::+::Receiver<MetricId, Sample> {
+            fn recv(&mut self) -> Result<Ev, RecvError> {
+                $($bus)::+::Receiver::recv(self)
+            }
+            fn try_recv_all(&mut self) -> Result<Vec<Ev>, TryRecvError> {
+                $($bus)::+::Receiver::try_recv_all(self)
+            }
+            fn stats(&self) -> ReceiverStats {
+                $($bus)::+::Receiver::stats(self)
+            }
+        }
+    };
+}
+consumer!(keybus::conflate);
+consumer!(keybus::baseline::conflate);
 
 /// Runs producers and consumers, closes gracefully, and collects the tallies.
 fn run_on<S>(
@@ -148,6 +196,9 @@ where
 {
     let start = Instant::now();
     let keys = workload.keys;
+    let deadline = start + duration;
+    let join_at = start + duration / 2;
+    let late = ports.late;
     let consumers = [
         spawn_consumer(Role::Dashboard, move || {
             dashboard(ports.dashboard, keys, start)
@@ -155,8 +206,11 @@ where
         spawn_consumer(Role::Indexer, move || indexer(ports.indexer, start)),
         spawn_consumer(Role::Filtered, move || follow(ports.filtered, start)),
         spawn_consumer(Role::Watcher, move || follow(ports.watcher, start)),
+        spawn_consumer(Role::Late, move || {
+            thread::sleep(join_at.saturating_duration_since(Instant::now()));
+            dashboard(late(), keys, start)
+        }),
     ];
-    let deadline = start + duration;
     let producers: Vec<_> = workload
         .streams
         .iter()
@@ -172,7 +226,8 @@ where
     let send_time = start.elapsed();
     (ports.close)();
     let received = consumers.map(|c| c.join().expect("consumer panicked"));
-    Report::new(label, sent, send_time, start.elapsed(), received)
+    let hub = (ports.hub_stats)();
+    Report::new(label, sent, hub, send_time, start.elapsed(), received)
 }
 
 fn spawn_consumer(
@@ -261,62 +316,33 @@ struct Workload {
 
 impl Workload {
     fn new(cfg: &Config) -> Self {
-        let mut rng = fastrand::Rng::with_seed(SEED);
+        let mut rng = SmallRng::seed_from_u64(SEED);
         // Shuffle which id gets which popularity rank, so hot metrics land in every
         // family instead of all being low ids.
         let mut by_rank: Vec<MetricId> = (0..cfg.keys).map(MetricId).collect();
-        rng.shuffle(&mut by_rank);
-        let zipf = Zipf::new(by_rank.len(), cfg.zipf);
+        by_rank.shuffle(&mut rng);
+        // `rand_distr`'s Zipf draws ranks 1..=n.
+        let zipf = Zipf::new(by_rank.len() as f64, cfg.zipf).expect("n >= 1 and s >= 0");
         let streams = (0..cfg.producers)
             .map(|p| {
-                let mut rng = fastrand::Rng::with_seed(SEED + 1 + p as u64);
+                let mut rng = SmallRng::seed_from_u64(SEED + 1 + p as u64);
                 (0..STREAM_LEN)
-                    .map(|_| by_rank[zipf.sample(&mut rng)])
+                    .map(|_| by_rank[zipf.sample(&mut rng) as usize - 1])
                     .collect()
             })
             .collect();
         Workload {
             keys: cfg.keys,
             watched: by_rank[0],
-            watched_share: zipf.probability(0),
+            watched_share: top_rank_share(by_rank.len(), cfg.zipf),
             streams,
         }
     }
 }
 
-/// Zipf over ranks `0..n`: rank `r` is drawn with probability proportional to
-/// `1 / (r + 1)^s`. Inverse-CDF sampling by binary search: O(log n) per draw, exact,
-/// and small enough to write here instead of adding a dependency.
-struct Zipf {
-    /// `cdf[r]` = probability of drawing a rank `<= r`; the last entry is 1.
-    cdf: Vec<f64>,
-}
-
-impl Zipf {
-    fn new(n: usize, s: f64) -> Self {
-        let mut total = 0.0;
-        let mut cdf: Vec<f64> = (1..=n)
-            .map(|rank| {
-                total += (rank as f64).powf(-s);
-                total
-            })
-            .collect();
-        cdf.iter_mut().for_each(|c| *c /= total);
-        Zipf { cdf }
-    }
-
-    fn sample(&self, rng: &mut fastrand::Rng) -> usize {
-        let u = rng.f64();
-        // The first rank whose cumulative probability exceeds u; `min` guards the
-        // last entry against rounding just below 1.
-        self.cdf
-            .partition_point(|&c| c <= u)
-            .min(self.cdf.len() - 1)
-    }
-
-    fn probability(&self, rank: usize) -> f64 {
-        self.cdf[rank] - rank.checked_sub(1).map_or(0.0, |r| self.cdf[r])
-    }
+/// Share of draws that go to rank 0 under Zipf(n, s): `1 / H(n, s)`, for display.
+fn top_rank_share(n: usize, s: f64) -> f64 {
+    1.0 / (1..=n).map(|rank| (rank as f64).powf(-s)).sum::<f64>()
 }
 
 // ---------------------------------------------------------------------------
@@ -411,14 +437,16 @@ enum Role {
     Indexer,
     Filtered,
     Watcher,
+    Late,
 }
 
 impl Role {
-    const ALL: [Role; 4] = [
+    const ALL: [Role; 5] = [
         Role::Dashboard,
         Role::Indexer,
         Role::Filtered,
         Role::Watcher,
+        Role::Late,
     ];
 
     fn label(self) -> &'static str {
@@ -427,15 +455,7 @@ impl Role {
             Role::Indexer => "indexer",
             Role::Filtered => "disk.* filter",
             Role::Watcher => "key watcher",
-        }
-    }
-
-    /// The sends that passed this receiver's filter: what it must account for.
-    fn expected(self, sent: &SentTally) -> u64 {
-        match self {
-            Role::Dashboard | Role::Indexer => sent.total(),
-            Role::Filtered => sent.per_family[FILTERED_FAMILY as usize],
-            Role::Watcher => sent.watched,
+            Role::Late => "late dashboard",
         }
     }
 }
@@ -456,6 +476,18 @@ struct RxTally {
     max_age: Duration,
     /// From the scenario's start to this receiver's `Closed`.
     active: Duration,
+    /// Snapshot entries delivered (`sends == 0`; late dashboard only).
+    from_snapshot: u64,
+    /// The receiver's own accounting (`Receiver::stats`) after its `Closed`.
+    received: u64,
+    filtered: u64,
+    folded: u64,
+    /// folded + annihilated + overflowed + dropped + pending_sends.
+    settled: u64,
+    /// Rounds in which the receiver's stats kept the conservation law, agreed
+    /// with the sends its events stand for, and (with `filtered`) account for
+    /// every send the hub accepted while it was registered.
+    good_rounds: u32,
 }
 
 impl RxTally {
@@ -467,9 +499,26 @@ impl RxTally {
         self.max_age = self.max_age.max(age);
     }
 
-    fn finish(mut self, start: Instant) -> Self {
+    fn finish(mut self, start: Instant, stats: ReceiverStats) -> Self {
         self.active = start.elapsed();
+        self.received = stats.received;
+        self.filtered = stats.filtered;
+        self.folded = stats.folded;
+        self.settled = stats.folded
+            + stats.annihilated
+            + stats.overflowed
+            + stats.dropped
+            + stats.pending_sends;
         self
+    }
+
+    /// This round's verdict, given what the hub accepted while the receiver was
+    /// registered (`None` for one that joined late: that count is not kept).
+    fn judge(&mut self, accepted: Option<u64>) {
+        let law = self.received == self.settled;
+        let events = self.sends == self.folded;
+        let everything = accepted.map_or(true, |sent| self.received + self.filtered == sent);
+        self.good_rounds = u32::from(law && events && everything);
     }
 
     /// Adds a later round's tally: counts and times add up, extremes take the max.
@@ -481,27 +530,35 @@ impl RxTally {
         self.alerts += later.alerts;
         self.max_age = self.max_age.max(later.max_age);
         self.active += later.active;
+        self.from_snapshot += later.from_snapshot;
+        self.received += later.received;
+        self.filtered += later.filtered;
+        self.folded += later.folded;
+        self.settled += later.settled;
+        self.good_rounds += later.good_rounds;
     }
 }
 
 /// Keeps the latest sample of every metric, as a dashboard's screen would.
-fn dashboard(mut recv: RecvPort, keys: u32, start: Instant) -> RxTally {
+fn dashboard(mut rx: Port, keys: u32, start: Instant) -> RxTally {
     let mut screen: Vec<Option<Sample>> = vec![None; keys as usize];
     let mut tally = RxTally::default();
-    while let Ok(event) = recv() {
+    while let Ok(event) = rx.recv() {
+        // A snapshot entry (late dashboard) stands for no send: `sends == 0`.
+        tally.from_snapshot += u64::from(event.sends == 0);
         tally.count(&event, nanos_since(start));
         screen[event.key.0 as usize] = Some(event.value);
     }
     tally.keys_shown = screen.iter().flatten().count() as u64;
-    tally.finish(start)
+    tally.finish(start, rx.stats())
 }
 
 /// Takes the whole backlog every [`INDEX_EVERY`]; the sleep stands in for writing
 /// the batch. An empty cut just waits for the next tick.
-fn indexer(mut take_all: BatchPort, start: Instant) -> RxTally {
+fn indexer(mut rx: Port, start: Instant) -> RxTally {
     let mut tally = RxTally::default();
     loop {
-        match take_all() {
+        match rx.try_recv_all() {
             Ok(batch) => {
                 tally.batches += 1;
                 let now_ns = nanos_since(start);
@@ -512,18 +569,18 @@ fn indexer(mut take_all: BatchPort, start: Instant) -> RxTally {
         }
         thread::sleep(INDEX_EVERY);
     }
-    tally.finish(start)
+    tally.finish(start, rx.stats())
 }
 
 /// Handles each event as it comes, counting readings at alert level; which keys
 /// arrive is the receiver's filter's business.
-fn follow(mut recv: RecvPort, start: Instant) -> RxTally {
+fn follow(mut rx: Port, start: Instant) -> RxTally {
     let mut tally = RxTally::default();
-    while let Ok(event) = recv() {
+    while let Ok(event) = rx.recv() {
         tally.count(&event, nanos_since(start));
         tally.alerts += u64::from(event.value.value >= ALERT_LEVEL);
     }
-    tally.finish(start)
+    tally.finish(start, rx.stats())
 }
 
 /// Nanoseconds since `start`: the clock of [`Sample::ts_ns`].
@@ -546,21 +603,26 @@ struct Report {
     drain: Duration,
     wall: Duration,
     /// Indexed like [`Role::ALL`].
-    received: [RxTally; 4],
-    /// Per role, the rounds in which it accounted for exactly its sends.
-    conserved_rounds: [u32; 4],
+    received: [RxTally; 5],
+    /// `Hub::stats().sent`, summed over rounds.
+    hub_sent: u64,
+    /// Rounds in which the hub's count of accepted sends equals the producers'.
+    hub_rounds: u32,
 }
 
 impl Report {
     fn new(
         label: &'static str,
         sent: SentTally,
+        hub: HubStats,
         send_time: Duration,
         wall: Duration,
-        received: [RxTally; 4],
+        mut received: [RxTally; 5],
     ) -> Self {
-        let conserved_rounds =
-            Role::ALL.map(|role| u32::from(received[role as usize].sends == role.expected(&sent)));
+        for role in Role::ALL {
+            let accepted = (role != Role::Late).then_some(hub.sent);
+            received[role as usize].judge(accepted);
+        }
         Report {
             label,
             rounds: 1,
@@ -569,7 +631,8 @@ impl Report {
             drain: wall.saturating_sub(send_time),
             wall,
             received,
-            conserved_rounds,
+            hub_sent: hub.sent,
+            hub_rounds: u32::from(hub.sent == sent.total() && hub.refused == sent.rejected),
         }
     }
 
@@ -584,9 +647,8 @@ impl Report {
         for (mine, theirs) in self.received.iter_mut().zip(&later.received) {
             mine.absorb(theirs);
         }
-        for (mine, theirs) in self.conserved_rounds.iter_mut().zip(later.conserved_rounds) {
-            *mine += theirs;
-        }
+        self.hub_sent += later.hub_sent;
+        self.hub_rounds += later.hub_rounds;
     }
 
     fn send_rate(&self) -> f64 {
@@ -600,7 +662,9 @@ impl Report {
     /// In every round, every receiver accounted for every send that passed its
     /// filter, and no send was refused.
     fn conserved(&self) -> bool {
-        self.sent.rejected == 0 && self.conserved_rounds.iter().all(|&n| n == self.rounds)
+        self.sent.rejected == 0
+            && self.hub_rounds == self.rounds
+            && self.received.iter().all(|rx| rx.good_rounds == self.rounds)
     }
 
     fn print(&self, cfg: &Config, workload: &Workload) {
@@ -637,6 +701,13 @@ impl Report {
             );
         }
         println!();
+        println!(
+            "check  hub            accepted {} sends, producers counted {}  ok in {}/{} rounds",
+            group(self.hub_sent),
+            group(self.sent.total()),
+            self.hub_rounds,
+            self.rounds,
+        );
         for role in Role::ALL {
             println!("{}", self.check_line(role));
         }
@@ -644,24 +715,27 @@ impl Report {
         println!();
     }
 
+    /// The receiver's own accounting, after its `Closed`: what reached it
+    /// (`received`) is all settled (`folded` into events, or annihilated,
+    /// overflowed, dropped, still pending), its events stand for exactly the
+    /// `folded` sends, and with the sends its filter rejected it accounts for every
+    /// send the hub accepted (all but the late dashboard, registered mid-run).
     fn check_line(&self, role: Role) -> String {
-        let (got, want) = (self.rx(role).sends, role.expected(&self.sent));
-        let good = self.conserved_rounds[role as usize];
+        let rx = self.rx(role);
+        let good = rx.good_rounds;
         let verdict = if good == self.rounds {
             format!("ok in {good}/{} rounds", self.rounds)
         } else {
             format!("MISMATCH in {}/{} rounds", self.rounds - good, self.rounds)
         };
         format!(
-            "check  {:<14} folded {:>12} == {:>12} sent{:<10}  {verdict}",
+            "check  {:<14} received {:>11} = settled {:>11}, events fold {:>11}, +filtered {:>11} of {:>11} sent  {verdict}",
             role.label(),
-            group(got),
-            group(want),
-            match role {
-                Role::Dashboard | Role::Indexer => "",
-                Role::Filtered => " to disk.*",
-                Role::Watcher => " to key",
-            },
+            group(rx.received),
+            group(rx.settled),
+            group(rx.sends),
+            group(rx.filtered),
+            if role == Role::Late { "-".to_owned() } else { group(self.hub_sent) },
         )
     }
 
@@ -685,6 +759,13 @@ impl Report {
             notes,
             "note   disk.* filter saw {} readings >= {ALERT_LEVEL}%",
             group(self.rx(Role::Filtered).alerts),
+        );
+        let late = self.rx(Role::Late);
+        let _ = writeln!(
+            notes,
+            "note   late dashboard joined halfway with {} metrics from the snapshot (per round), ends with {} on screen",
+            group(late.from_snapshot / u64::from(self.rounds.max(1))),
+            group(late.keys_shown),
         );
         let _ = write!(
             notes,
@@ -838,31 +919,29 @@ enum Command {
     Help,
 }
 
-/// Parses `--flag value` and `--flag=value`; the error is the message to print.
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+/// Parses the flags (`--flag value` or `--flag=value`, via `lexopt`); the error
+/// is the message to print.
+fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command, String> {
+    use lexopt::prelude::*;
     let mut cfg = Config::default();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg, None),
-        };
-        if flag == "--help" || flag == "-h" {
-            return Ok(Command::Help);
-        }
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("`{flag}` needs a value"))
-        };
-        match flag.as_str() {
-            "--impl" => cfg.impls = parse_impl(&value()?)?,
-            "--keys" => cfg.keys = positive(&flag, &value()?)?,
-            "--producers" => cfg.producers = positive(&flag, &value()?)?,
-            "--duration-ms" => cfg.duration = Duration::from_millis(positive(&flag, &value()?)?),
-            "--rounds" => cfg.rounds = positive(&flag, &value()?)?,
-            "--zipf" => cfg.zipf = exponent(&value()?)?,
-            _ => return Err(format!("unknown flag `{flag}`")),
+    let mut parser = lexopt::Parser::from_args(args);
+    fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
+        let raw = parser.value().map_err(|e| e.to_string())?;
+        raw.string().map_err(|e| e.to_string())
+    }
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("impl") => cfg.impls = parse_impl(&value(&mut parser)?)?,
+            Long("keys") => cfg.keys = positive("--keys", &value(&mut parser)?)?,
+            Long("producers") => cfg.producers = positive("--producers", &value(&mut parser)?)?,
+            Long("duration-ms") => {
+                cfg.duration =
+                    Duration::from_millis(positive("--duration-ms", &value(&mut parser)?)?)
+            }
+            Long("rounds") => cfg.rounds = positive("--rounds", &value(&mut parser)?)?,
+            Long("zipf") => cfg.zipf = exponent(&value(&mut parser)?)?,
+            _ => return Err(arg.unexpected().to_string()),
         }
     }
     if cfg.duration < Duration::from_millis(cfg.rounds.into()) {

@@ -25,11 +25,15 @@
 pub mod baseline;
 pub mod broadcast;
 pub mod conflate;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 
 mod error;
 mod event;
+mod generation;
 mod policy;
 mod reentrancy;
+mod stats;
 mod sync;
 mod wait;
 
@@ -40,3 +44,4 @@ pub struct ReadmeDoctests;
 
 pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use event::{Entry, Event};
+pub use stats::{HubStats, ReceiverStats};

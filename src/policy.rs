@@ -98,6 +98,11 @@ pub(crate) struct ReceiverConfig<K, V> {
     pub(crate) filter: KeyFilter<K>,
     /// `None`: use the hub's merge.
     pub(crate) merge: Option<Merge<V>>,
+    /// Born with the hub's state table pending (`ReceiverBuilder::snapshot`).
+    pub(crate) snapshot: bool,
+    /// At most this many keys pending (`ReceiverBuilder::max_pending`); `None`:
+    /// unbounded.
+    pub(crate) max_pending: Option<usize>,
 }
 
 impl<K, V> Default for ReceiverConfig<K, V> {
@@ -105,6 +110,8 @@ impl<K, V> Default for ReceiverConfig<K, V> {
         ReceiverConfig {
             filter: KeyFilter::All,
             merge: None,
+            snapshot: false,
+            max_pending: None,
         }
     }
 }
@@ -130,4 +137,35 @@ impl<K, V> ReceiverConfig<K, V> {
         self.merge = Some(Merge::With(Arc::new(merge)));
         self
     }
+
+    pub(crate) fn snapshot(mut self) -> Self {
+        self.snapshot = true;
+        self
+    }
+
+    /// # Panics
+    /// If `n` is 0 (documented on both `ReceiverBuilder::max_pending`s).
+    #[track_caller]
+    pub(crate) fn max_pending(mut self, n: usize) -> Self {
+        assert!(
+            n >= 1,
+            "keybus: ReceiverBuilder::max_pending(0): a receiver must be able to hold at \
+             least one pending key; pass n >= 1, or leave max_pending out for an \
+             unbounded receiver"
+        );
+        self.max_pending = Some(n);
+        self
+    }
+}
+
+/// The panic of `ReceiverBuilder::snapshot` on a hub built without
+/// `retain_latest` (both implementations).
+#[cold]
+#[track_caller]
+pub(crate) fn no_state_table() -> ! {
+    panic!(
+        "keybus: ReceiverBuilder::snapshot() on a hub without a state table; build \
+         the hub with Hub::builder().retain_latest().build() to keep the latest \
+         value per key, or drop .snapshot() for a receiver that starts empty"
+    )
 }

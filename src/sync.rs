@@ -31,7 +31,7 @@ pub(crate) use shuttle::sync::{
 ///
 /// Every critical section in this crate that runs user code (merge, key filter)
 /// repairs its state before the panic leaves it, so a poisoned mutex holds a
-/// consistent value and the bus stays usable (SPEC conflate rule 9).
+/// consistent value and the bus stays usable (conflate rule 9, docs/design.md).
 #[cfg(not(any(loom, shuttle)))]
 pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -173,15 +173,6 @@ mod model_notify {
     }
 }
 
-// ---------------------------------------------------------------------------------
-// broadcast additions (h2-broadcast). Additive only: nothing above this line changed.
-// ---------------------------------------------------------------------------------
-
-/// The `Arc` a [`SlotCell`] holds. Always `std`'s: `arc-swap` needs it, and loom
-/// does not need to see payload reference counts (the slot protocol's atomics are
-/// the stamps, which are loom's under `--cfg loom`).
-pub(crate) use std::sync::Arc as CellArc;
-
 /// Process-wide statics that no model explores. Loom's atomics cannot live in a
 /// `static` (they belong to one model execution), so the few counters that must be
 /// unique across the whole process (broadcast `generation()`) use `std`'s in every
@@ -191,79 +182,31 @@ pub(crate) mod process {
     pub(crate) use std::sync::OnceLock;
 }
 
-/// One broadcast ring slot's value: an optional `Arc` that readers can *protect*
-/// before they clone through it, so that a writer replacing the slot mid-read never
-/// frees memory a reader is still using (DESIGN-NOTES broadcast 1).
-///
-/// `arc-swap`'s `ArcSwapOption` normally. Its `swap` pays every outstanding reader
-/// debt before it returns, so the `Arc` it hands back has an exact strong count and
-/// `Arc::get_mut` on it is a sound uniqueness test (the recycling path relies on it).
-#[cfg(not(loom))]
-pub(crate) struct SlotCell<T>(arc_swap::ArcSwapOption<T>);
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
 
-/// A reader's protection of a [`SlotCell`]'s value: while it lives, the `Arc` it
-/// names is neither freed nor uniquely owned by the writer.
+/// `std`'s `UnsafeCell` behind loom's closure API (`with` / `with_mut`), so code
+/// written for loom's checked cell compiles unchanged in normal builds (as in
+/// tokio's `loom` module). Shuttle does not check data accesses; it gets this too.
 #[cfg(not(loom))]
-pub(crate) struct SlotGuard<T>(arc_swap::Guard<Option<CellArc<T>>>);
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
-impl<T> SlotCell<T> {
-    pub(crate) fn empty() -> Self {
-        SlotCell(arc_swap::ArcSwapOption::empty())
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
     }
 
-    /// Lock-free; protects the current value (usually without touching its
-    /// reference count).
-    pub(crate) fn load(&self) -> SlotGuard<T> {
-        SlotGuard(self.0.load())
+    /// Runs `f` on a pointer for shared reads of the contents.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
     }
 
-    /// Installs `new` and returns the previous value with every reader's
-    /// protection already converted into a real reference count.
-    pub(crate) fn swap(&self, new: Option<CellArc<T>>) -> Option<CellArc<T>> {
-        self.0.swap(new)
-    }
-}
-
-#[cfg(not(loom))]
-impl<T> SlotGuard<T> {
-    pub(crate) fn get(&self) -> Option<&T> {
-        self.0.as_deref()
-    }
-}
-
-/// Loom stand-in for `ArcSwapOption`: a loom mutex around the `Arc`. `arc-swap`'s
-/// own protocol is not loom-instrumented (and is not ours to check); the stand-in
-/// keeps the property the slot protocol relies on (a load returns some value that
-/// was swapped in, protected while the guard lives) but synchronizes *more* than
-/// `arc-swap` does: every load acquires the last swap. Models therefore cannot find
-/// a bug that needs `arc-swap`'s weaker per-pointer ordering; the argument for that
-/// case is on the reader's fence in `broadcast/slot.rs`.
-#[cfg(loom)]
-pub(crate) struct SlotCell<T>(loom::sync::Mutex<Option<CellArc<T>>>);
-
-/// See the non-loom `SlotGuard`; here the protection is a plain reference count.
-#[cfg(loom)]
-pub(crate) struct SlotGuard<T>(Option<CellArc<T>>);
-
-#[cfg(loom)]
-impl<T> SlotCell<T> {
-    pub(crate) fn empty() -> Self {
-        SlotCell(loom::sync::Mutex::new(None))
-    }
-
-    pub(crate) fn load(&self) -> SlotGuard<T> {
-        SlotGuard(self.0.lock().unwrap().clone())
-    }
-
-    pub(crate) fn swap(&self, new: Option<CellArc<T>>) -> Option<CellArc<T>> {
-        std::mem::replace(&mut *self.0.lock().unwrap(), new)
-    }
-}
-
-#[cfg(loom)]
-impl<T> SlotGuard<T> {
-    pub(crate) fn get(&self) -> Option<&T> {
-        self.0.as_deref()
+    /// Runs `f` on a pointer for exclusive access to the contents.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
     }
 }

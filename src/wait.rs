@@ -35,6 +35,29 @@ const SPIN_BEFORE_PARK: bool = !cfg!(any(loom, shuttle));
 pub(crate) fn block<R>(
     notify: &Notify,
     deadline: Option<Instant>,
+    attempt: impl FnMut() -> Option<R>,
+) -> Option<R> {
+    block_armed(notify, deadline, full_fence, attempt)
+}
+
+/// The registration step of the default protocol: a `SeqCst` fence between
+/// registering and the last look, paired with the fence `event-listener` emits
+/// at the start of every `notify`: either the notifier sees this listener, or
+/// this look sees what was published before the notify (attempts may read
+/// lock-free state).
+fn full_fence() {
+    fence(Ordering::SeqCst);
+}
+
+/// [`block`] with the step between registering a listener and the last look
+/// supplied by the caller: `arm` must make the last look and the notifier's
+/// check agree (either the notifier sees this listener, or the look sees what
+/// the notifier published). A caller whose notifier skips `notify` unless a
+/// waiter announced itself announces itself in `arm` (see `broadcast/ring.rs`).
+pub(crate) fn block_armed<R>(
+    notify: &Notify,
+    deadline: Option<Instant>,
+    mut arm: impl FnMut(),
     mut attempt: impl FnMut() -> Option<R>,
 ) -> Option<R> {
     let backoff = Backoff::new();
@@ -47,11 +70,8 @@ pub(crate) fn block<R>(
             continue;
         }
         let listener = notify.listen();
-        // SeqCst fence between registering and the last look, paired with the
-        // fence `event-listener` emits at the start of every `notify`: either the
-        // notifier sees this listener, or this look sees what was published before
-        // the notify (attempts may read lock-free state).
-        fence(Ordering::SeqCst);
+        // Registration, then `arm` (see `full_fence`), then the last look.
+        arm();
         if let Some(r) = attempt() {
             return Some(r);
         }
@@ -75,6 +95,17 @@ pub(crate) fn poll_attempt<R>(
     notify: &Notify,
     listener: &mut Option<Listener>,
     cx: &mut Context<'_>,
+    attempt: impl FnMut() -> Option<R>,
+) -> Poll<R> {
+    poll_attempt_armed(notify, listener, cx, full_fence, attempt)
+}
+
+/// [`poll_attempt`] with the caller's registration step (see [`block_armed`]).
+pub(crate) fn poll_attempt_armed<R>(
+    notify: &Notify,
+    listener: &mut Option<Listener>,
+    cx: &mut Context<'_>,
+    mut arm: impl FnMut(),
     mut attempt: impl FnMut() -> Option<R>,
 ) -> Poll<R> {
     loop {
@@ -85,8 +116,8 @@ pub(crate) fn poll_attempt<R>(
         match listener {
             None => {
                 *listener = Some(notify.listen());
-                // See `block`: registration, then a full fence, then the look.
-                fence(Ordering::SeqCst);
+                // See `block_armed`: registration, then `arm`, then the look.
+                arm();
             }
             Some(l) => match Pin::new(l).poll(cx) {
                 Poll::Ready(()) => *listener = None,
@@ -96,31 +127,48 @@ pub(crate) fn poll_attempt<R>(
     }
 }
 
-/// A future over an attempt closure; see [`poll_attempt`].
-pub(crate) struct WaitFuture<'a, F> {
+/// A future over an attempt closure; see [`poll_attempt`] (and
+/// [`poll_attempt_armed`] for `arm`).
+pub(crate) struct WaitFuture<'a, F, A = fn()> {
     notify: &'a Notify,
     listener: Option<Listener>,
+    arm: A,
     attempt: F,
 }
 
 impl<'a, F> WaitFuture<'a, F> {
     pub(crate) fn new(notify: &'a Notify, attempt: F) -> Self {
+        WaitFuture::armed(notify, full_fence, attempt)
+    }
+}
+
+impl<'a, F, A> WaitFuture<'a, F, A> {
+    /// A future whose registration step is `arm` (see [`block_armed`]).
+    pub(crate) fn armed(notify: &'a Notify, arm: A, attempt: F) -> Self {
         WaitFuture {
             notify,
             listener: None,
+            arm,
             attempt,
         }
     }
 }
 
-impl<F, R> Future for WaitFuture<'_, F>
+impl<F, A, R> Future for WaitFuture<'_, F, A>
 where
     F: FnMut() -> Option<R> + Unpin,
+    A: FnMut() + Unpin,
 {
     type Output = R;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
         let this = self.get_mut();
-        poll_attempt(this.notify, &mut this.listener, cx, &mut this.attempt)
+        poll_attempt_armed(
+            this.notify,
+            &mut this.listener,
+            cx,
+            &mut this.arm,
+            &mut this.attempt,
+        )
     }
 }

@@ -1,4 +1,4 @@
-//! SPEC non-functional rule: no allocation on a send that coalesces into an
+//! Non-functional rule (docs/design.md, "The contract"): no allocation on a send that coalesces into an
 //! existing slot. Also measured (and pinned where it is zero): a `try_recv` of a
 //! pending key once the receiver is warmed up, and the send that makes a key
 //! pending again afterwards. Both implementations, one macro.

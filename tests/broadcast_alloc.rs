@@ -1,4 +1,4 @@
-//! SPEC non-functional rule: no allocation on a broadcast append once the ring is
+//! Non-functional rule (docs/design.md, "The contract"): no allocation on a broadcast append once the ring is
 //! full (for a value type that owns no heap data). Measured with a counting global
 //! allocator that counts per thread, only while asked to, so the test harness and
 //! the other test cannot disturb the count.
@@ -15,8 +15,8 @@ macro_rules! full_ring_appends_allocate_nothing {
             use $($m)::+::Buffer;
             const CAPACITY: u64 = 8;
             let buf: Buffer<[u64; 4]> = Buffer::new(CAPACITY as usize);
-            // Fill the ring (and let per-thread lazy state, such as arc-swap's
-            // debt node, be created) before counting.
+            // Fill the ring (and let any lazily made state be created) before
+            // counting.
             for i in 1..=3 * CAPACITY {
                 buf.append([i; 4]).unwrap();
                 let _ = buf.latest();
@@ -95,12 +95,17 @@ full_ring_appends_with_readers_allocate_nothing!(
     keybus::broadcast
 );
 
-/// With a reader on another thread, a lock-free reader may still hold the `Arc`
-/// the writer would reuse; the writer then allocates a fresh one (by design,
-/// see `broadcast::ring`). Not asserted (it depends on scheduling): printed, so
-/// `cargo test --test broadcast_alloc -- --nocapture` shows the rate. The writer
-/// appends until the reader has read `READS` values (or `MAX_APPENDS`), so the
-/// two really overlap.
+/// With a reader on another thread, a lock-free reader may have pinned the node
+/// the writer would recycle; the writer then sets it aside and claims the next
+/// one, allocating only when every node it tried was pinned (by design, see
+/// `broadcast::pool`). One reading thread pins one node at a time, so past the
+/// first append or two that grow the pool by one node, appends allocate nothing:
+/// asserted with a small allowance (`MAX_GROWTH`, far below one per append) for
+/// the rare reader that unpins one evicted node and pins the next between the
+/// writer's two claims. The count is printed
+/// (`cargo test --test broadcast_alloc -- --nocapture`). The writer appends until
+/// the reader has read `READS` values (or `MAX_APPENDS`), so the two really
+/// overlap.
 macro_rules! concurrent_reader_appends {
     ($name:ident, $($m:ident)::+) => {
         #[test]
@@ -147,10 +152,17 @@ macro_rules! concurrent_reader_appends {
                 stringify!($($m)::+),
                 read.load(Ordering::Relaxed)
             );
-            assert!(allocations as u64 <= appends);
+            assert!(
+                allocations as u64 <= MAX_GROWTH,
+                "{allocations} allocations in {appends} appends"
+            );
         }
     };
 }
+
+/// Allocations allowed in a whole `concurrent_reader_appends` run: one-off pool
+/// growth, not a per-append cost.
+const MAX_GROWTH: u64 = 4;
 
 concurrent_reader_appends!(
     baseline_concurrent_reader_appends,

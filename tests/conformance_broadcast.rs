@@ -1,8 +1,8 @@
-//! The broadcast contract (SPEC.md, broadcast rules 1–7, and keybus-api.md), written
+//! The broadcast contract (docs/design.md, "The contract", broadcast rules 1–8, and the API docs), written
 //! once and run against both implementations:
 //! `keybus::baseline::broadcast` (one mutex) and `keybus::broadcast` (lock-free
-//! readers). Tests named `ruleN_*` pin SPEC broadcast rule N; the rest pin the
-//! API details of keybus-api.md. No test asserts on timing.
+//! readers). Tests named `ruleN_*` pin broadcast rule N of docs/design.md; the rest pin the
+//! API details of the rustdoc. No test asserts on timing.
 
 macro_rules! broadcast_conformance {
     ($name:ident, $($m:ident)::+) => {
@@ -436,7 +436,7 @@ macro_rules! broadcast_conformance {
                 assert_eq!(ids.len(), 257);
             }
 
-            // ---- API details (keybus-api.md) ----
+            // ---- API details (the rustdoc) ----
 
             #[test]
             fn append_if_changed_skips_a_value_equal_to_the_latest() {

@@ -28,8 +28,8 @@ macro_rules! conflate_memory {
         use $($m)::+::Hub;
         let name = stringify!($($m)::+).replace(' ', "");
         let mut lines = Vec::new();
-        // Per-thread lazy state (arc-swap's debt node) is created here, not
-        // counted below.
+        // Per-thread lazy state (thread-locals such as the re-entrance mark)
+        // is created here, not counted below.
         {
             let hub: Hub<u64, u64> = Hub::new();
             let (tx, mut rx) = (hub.sender(), hub.receiver());

@@ -973,8 +973,8 @@ macro_rules! soak_conflate {
             // Shown if the run fails (the harness prints captured output).
             println!("soak {}: seed {seed} (KEYBUS_SOAK_SEED)", stringify!($name));
             let mut rng = fastrand::Rng::with_seed(seed);
-            // A warm-up epoch first: lazily made per-process state (arc-swap's
-            // per-thread debt nodes, kept for reuse) is then part of the start.
+            // A warm-up epoch first: lazily made per-thread state (thread-locals,
+            // the allocator's caches) is then part of the start.
             epoch(usize::MAX, &mut rng, &mut ConflateTotals::default(), &Meter::start());
             let meter = Meter::start();
             let started = Instant::now();

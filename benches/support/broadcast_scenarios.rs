@@ -2,7 +2,7 @@
 //! implementation by `broadcast_scenarios!` over the adapters of
 //! `broadcast_peers.rs` (`keybus::broadcast`, `keybus::baseline::broadcast`,
 //! tokio broadcast, async-broadcast, bus, crossbeam-channel). Shared by
-//! `benches/broadcast.rs` (criterion) and `examples/bench-report.rs`.
+//! `benches/benches/broadcast.rs` (criterion) and `benches/src/bin/bench-report.rs`.
 //!
 //! Every ring holds [`CAPACITY`] values of [`Sample`] (32 bytes).
 //!
@@ -18,8 +18,13 @@
 //!   throughput is deliveries (`n × n_readers`) per second.
 //! - `append_after_threads(threads, n)`: `append(0, n)` after `threads` threads
 //!   read another buffer concurrently and exited: the cost of process-wide state
-//!   an implementation keeps (keybus's arc-swap debt list grows with the peak
-//!   number of threads and never shrinks). Run it last in a process.
+//!   an implementation keeps (keybus's slot cells once used arc-swap, whose debt
+//!   list grows with the peak number of threads and never shrinks).
+//! - `append_live_reader_threads(threads, n)`: appends on a full ring while
+//!   `threads` threads, all alive at once, hold a reader of that ring, have each
+//!   read a value through it, and wait (parked) until the appends are done: the
+//!   writer's cost with many live reading threads. Not run where
+//!   `CAPS.idle_readers` is false (a reader that waits blocks the writer).
 //! - `slow_reader(n, work)`: a ring of [`SLOW_CAPACITY`], one reader that spins
 //!   `work` per value; times the writer alone (the writer must not notice the
 //!   reader) and reports how much the reader lost and whether it was told.
@@ -168,8 +173,7 @@ macro_rules! broadcast_scenarios {
             /// `append(0, appends)` in a process where `threads` threads have
             /// read (another buffer of) this implementation at the same time,
             /// then exited. Nothing of theirs is left but what the
-            /// implementation keeps process-wide. Run it last: for keybus that
-            /// state (arc-swap's debt list) never shrinks.
+            /// implementation keeps process-wide.
             pub fn append_after_threads(threads: usize, appends: u64) -> Duration {
                 let mut other = imp::Writer::new(16);
                 let rs: Vec<_> = (0..threads).map(|_| other.reader()).collect();
@@ -188,6 +192,42 @@ macro_rules! broadcast_scenarios {
                 });
                 other.close();
                 append(0, appends)
+            }
+
+            /// `appends` appends on a full ring while `threads` threads, all alive,
+            /// each hold a reader of it and have read one value through it.
+            /// Only the appends are timed; the threads park on a barrier meanwhile.
+            pub fn append_live_reader_threads(threads: usize, appends: u64) -> Duration {
+                let mut w = imp::Writer::new(CAPACITY);
+                let rs: Vec<_> = (0..threads).map(|_| w.reader()).collect();
+                let mut seq = 0;
+                for _ in 0..CAPACITY {
+                    seq += 1;
+                    w.append(sample(seq));
+                }
+                let gate = std::sync::Barrier::new(threads + 1);
+                let elapsed = std::thread::scope(|s| {
+                    for mut r in rs {
+                        let gate = &gate;
+                        s.spawn(move || {
+                            assert!(matches!(r.next(), Next::Value(_)));
+                            gate.wait(); // every thread has read and is alive
+                            gate.wait(); // the appends are done
+                            drop(r);
+                        });
+                    }
+                    gate.wait();
+                    let start = Instant::now();
+                    for _ in 0..appends {
+                        seq += 1;
+                        w.append(std::hint::black_box(sample(seq)));
+                    }
+                    let elapsed = start.elapsed();
+                    gate.wait();
+                    elapsed
+                });
+                w.close();
+                elapsed
             }
 
             /// One paced writer, `n_readers` reading threads, `appends` values.
@@ -271,6 +311,7 @@ pub struct BroadcastImpl {
     pub caps: Caps,
     pub append: fn(usize, u64) -> std::time::Duration,
     pub append_after_threads: fn(usize, u64) -> std::time::Duration,
+    pub append_live_reader_threads: fn(usize, u64) -> std::time::Duration,
     pub readers: fn(usize, u64) -> Outcome,
     pub slow_reader: fn(u64, u64) -> Outcome,
 }
@@ -314,6 +355,7 @@ macro_rules! broadcast_suite {
             caps: $m::CAPS,
             append: $m::append,
             append_after_threads: $m::append_after_threads,
+            append_live_reader_threads: $m::append_live_reader_threads,
             readers: $m::readers,
             slow_reader: $m::slow_reader,
         }

@@ -2,7 +2,7 @@
 //! by `conflate_scenarios!`: `keybus::conflate`, `keybus::baseline::conflate`, and
 //! the peers of `conflate_peers.rs` (hand-rolled mutex map, tokio watch per key,
 //! tokio broadcast), which expose the same small surface. Shared by
-//! `benches/conflate.rs` (criterion) and `examples/bench-report.rs`.
+//! `benches/benches/conflate.rs` (criterion) and `benches/src/bin/bench-report.rs`.
 //!
 //! Every throughput scenario returns the wall time of `sends` sends *including*
 //! the receivers' drain after a graceful close, so a design cannot look fast by
@@ -167,6 +167,75 @@ macro_rules! conflate_scenarios {
     };
 }
 
+/// The state-table scenarios, for the implementations with `Hub::builder()`
+/// (keybus and the baseline): the same work with and without `retain_latest`,
+/// so the table's cost on the send path shows as a same-run ratio.
+/// `retain_scenarios!(name, path::to::module)`.
+macro_rules! retain_scenarios {
+    ($name:ident, $($m:tt)::+) => {
+        #[allow(dead_code)]
+        pub mod $name {
+            use $($m)::+ as imp;
+            use std::time::{Duration, Instant};
+
+            fn hub(retain: bool) -> imp::Hub<u64, u64> {
+                if retain {
+                    imp::Hub::builder().retain_latest().build()
+                } else {
+                    imp::Hub::new()
+                }
+            }
+
+            /// `sends` sends over 64 keys on a hub with no receiver.
+            pub fn no_receiver(retain: bool, sends: u64) -> Duration {
+                let hub = hub(retain);
+                let tx = hub.sender();
+                let start = Instant::now();
+                for i in 0..sends {
+                    tx.send(std::hint::black_box(i & 63), i).unwrap();
+                }
+                start.elapsed()
+            }
+
+            /// One sender thread, one receiver thread (`recv` until closed), 64
+            /// hot keys; includes the drain after the close.
+            pub fn hot_1x1(retain: bool, sends: u64) -> Duration {
+                let hub = hub(retain);
+                let tx = hub.sender();
+                let mut rx = hub.receiver();
+                drop(hub);
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    s.spawn(move || while rx.recv().is_ok() {});
+                    s.spawn(move || {
+                        for i in 0..sends {
+                            tx.send(i & 63, i).unwrap();
+                        }
+                    });
+                });
+                start.elapsed()
+            }
+
+            /// One thread: `sends` sends over 64 keys into one receiver, which
+            /// takes the backlog with `try_recv_all` every 64 sends. The send
+            /// path alone, without a second core's noise.
+            pub fn hot_1thread(retain: bool, sends: u64) -> Duration {
+                let hub = hub(retain);
+                let tx = hub.sender();
+                let mut rx = hub.receiver();
+                let start = Instant::now();
+                for i in 0..sends {
+                    tx.send(i & 63, i).unwrap();
+                    if i & 63 == 63 {
+                        std::hint::black_box(rx.try_recv_all().unwrap());
+                    }
+                }
+                start.elapsed()
+            }
+        }
+    };
+}
+
 /// Which side of the comparison an implementation is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -204,6 +273,8 @@ impl ConflateImpl {
 /// in `CONFLATE_IMPLS` (keybus first, then the baseline, then the peers).
 macro_rules! conflate_suite {
     () => {
+        retain_scenarios!(keybus_retain, keybus::conflate);
+        retain_scenarios!(baseline_retain, keybus::baseline::conflate);
         conflate_scenarios!(keybus_impl, keybus::conflate);
         conflate_scenarios!(baseline_impl, keybus::baseline::conflate);
         conflate_scenarios!(

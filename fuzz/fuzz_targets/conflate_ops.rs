@@ -1,6 +1,10 @@
 //! Decodes the input into a conflate op sequence (the generator the differential
 //! test uses) and runs it on two implementations in lockstep, panicking on the
-//! first difference. See `tests/common/conflate_ops.rs`.
+//! first difference. The ops include hubs with a state table (`retain_latest`),
+//! snapshot and bounded (`max_pending`) receivers, `latest`, `snapshot` and
+//! `stats`; every receiver's and the hub's stats are compared after every step,
+//! and each side's receivers must keep the conservation law after every step.
+//! See `tests/common/conflate_ops.rs`.
 #![no_main]
 // The shared modules carry helpers for the tests that a fuzz target does not use.
 #![allow(dead_code)]

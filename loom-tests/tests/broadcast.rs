@@ -31,16 +31,41 @@
 //!   revisions are unique and gap-free, each value sits under the revision its
 //!   append returned, and a reader never sees revision 2 without revision 1.
 //!
-//! What loom cannot check here:
+//! - `two_parked_readers_vs_two_appends`: two readers park for different
+//!   revisions while two appends publish; the first publishing swap clears the
+//!   parking flag the second reader may have set. Checks: no lost wake-up.
+//! - `parked_reader_vs_two_contending_appenders`: two appenders contend for the
+//!   lock bit of the state word while a reader parks for revision 2. Checks:
+//!   unique revisions, the reader is woken.
+//! - `a_panic_under_the_writer_lock_releases_it`: `append_if_changed`'s `T::eq`
+//!   panics holding the lock bit, against a concurrent append and a later close.
+//!   Checks: the lock is released, nothing is published by the panicking call.
 //!
-//! - `arc-swap` is not loom-instrumented. Under `--cfg loom` the slot's value cell
-//!   is `keybus`'s stand-in (a loom mutex around the `Arc`), which synchronizes
-//!   more strongly than `arc-swap`. The stamp protocol (stamps, fences, tail, close
-//!   flag, writer lock, wake-ups) is checked with loom's own atomics and mutex, but
-//!   a bug that needs `arc-swap`'s weaker per-pointer ordering to show, `arc-swap`'s
-//!   own reclamation protocol, and the exactness of the reference count that the
-//!   `Arc` reuse path relies on are not. Those are argued in `src/broadcast/slot.rs`
-//!   and exercised under Miri (`cargo +nightly miri test --lib broadcast`).
+//! - `recycling_never_rewrites_a_value_a_reader_is_cloning`: one reader reads
+//!   revision 1 while the writer evicts it and then recycles evicted nodes (two
+//!   recycling appends, so a node found pinned goes to the held list and comes
+//!   back). Checks (loom's own `UnsafeCell` tracks every access to a value): the
+//!   writer never overwrites or drops a value while a reader may clone it; the
+//!   reader gets revision 1's value or `Gap`; every value is dropped exactly once
+//!   (a loom `Arc` token per value, counted at the end).
+//! - `two_readers_pin_while_the_writer_recycles`: two readers, one node each,
+//!   against appends that recycle both nodes. Same checks.
+//!
+//! What loom checks, and what it cannot:
+//!
+//! - The whole slot and reclamation protocol is keybus's own, written with the
+//!   atomics, `UnsafeCell` and mutex of `keybus`'s sync module, which are loom's
+//!   under `--cfg loom`: the stamps, the node pointers, the pin counts and the
+//!   writer's claim, the state word (tail, writer lock bit, close and parking
+//!   flags) and the wake-ups
+//!   are all explored, and a value access that is not ordered after the write
+//!   that made it (or a rewrite not ordered after every clone) fails the model.
+//!   No stand-in is involved (the earlier `arc-swap` cell needed one).
+//! - Loom's memory model has no SeqCst loads or stores; the protocol uses none
+//!   (only Acquire/Release and read-modify-writes), so nothing is weakened.
+//! - The pool's allocation path beyond a few nodes, the memory bound under many
+//!   stalled readers, and node counts are checked by the unit tests
+//!   (`src/broadcast/tests.rs`, also under Miri), not here.
 //! - Timeouts: the loom notifier has no clock, so `read_timeout` is not modelled.
 //! - Long runs: revision wrap-around, large capacities and many readers are beyond
 //!   what an exhaustive search can reach; the conformance suite's race tests cover
@@ -49,6 +74,38 @@
 
 use keybus::broadcast::{AppendError, Buffer, ReadError};
 use loom::thread;
+// `std`'s `Arc`, not loom's: a loom `Arc` clone inside `T::clone` is itself a
+// synchronizing operation and would hide a missing Release on the reader's unpin
+// (tried: the model then passes with a Relaxed unpin). `std`'s is invisible to
+// loom, so the models see only what the ring itself orders.
+use std::sync::Arc;
+
+/// A value that owns heap data (an `Arc` token, so that every drop is counted)
+/// and names its revision.
+#[derive(Clone, Debug)]
+struct Counted {
+    revision: u64,
+    _token: Arc<()>,
+}
+
+/// One token per revision `0..n` (index = revision).
+fn tokens(n: u64) -> Vec<Arc<()>> {
+    (0..n).map(|_| Arc::new(())).collect()
+}
+
+fn counted(revision: u64, tokens: &[Arc<()>]) -> Counted {
+    Counted {
+        revision,
+        _token: tokens[revision as usize].clone(),
+    }
+}
+
+/// Every value the ring held was dropped, once.
+fn all_dropped(tokens: &[Arc<()>]) {
+    for (revision, t) in tokens.iter().enumerate() {
+        assert_eq!(Arc::strong_count(t), 1, "revision {revision} leaked");
+    }
+}
 
 /// A value that owns heap data and names its revision.
 fn value(revision: u64) -> String {
@@ -293,5 +350,161 @@ fn two_concurrent_appenders() {
             assert_eq!(e.value, results[e.revision as usize - 1].1);
         }
         assert_eq!(buf.tail(), 2);
+    });
+}
+
+#[test]
+fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
+    loom::model(|| {
+        let tokens = tokens(6);
+        // Capacity 1 = two slots. Append 3 evicts revision 1's node; append 4
+        // recycles it (or, if the reader has it pinned, holds it back and
+        // allocates); append 5 re-checks the held node and recycles another.
+        let buf = Buffer::new(1);
+        buf.append(counted(1, &tokens)).unwrap();
+        let values: Vec<_> = (2..=5).map(|r| counted(r, &tokens)).collect();
+        let writer = {
+            let buf = buf.clone();
+            thread::spawn(move || {
+                for v in values {
+                    let revision = v.revision;
+                    assert_eq!(buf.append(v).unwrap(), revision);
+                }
+            })
+        };
+        let got = buf.try_read(0, 1);
+        match &got {
+            Ok(page) => assert_eq!((page[0].revision, page[0].value.revision), (1, 1)),
+            Err(ReadError::Gap { after: 0, oldest }) => assert!((2..=5).contains(oldest)),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        writer.join().unwrap();
+        let last = buf.latest().unwrap();
+        assert_eq!((last.revision, last.value.revision), (5, 5));
+        drop((got, last, buf));
+        all_dropped(&tokens);
+    });
+}
+
+#[test]
+fn two_readers_pin_while_the_writer_recycles() {
+    loom::model(|| {
+        let tokens = tokens(5);
+        let buf = Buffer::new(1);
+        buf.append(counted(1, &tokens)).unwrap();
+        buf.append(counted(2, &tokens)).unwrap();
+        let reader = {
+            let buf = buf.clone();
+            thread::spawn(move || match buf.try_read(0, 1) {
+                Ok(page) => assert_eq!(page[0].value.revision, 1),
+                Err(ReadError::Gap { after: 0, .. }) => {}
+                Err(e) => panic!("unexpected {e:?}"),
+            })
+        };
+        let values: Vec<_> = (3..=4).map(|r| counted(r, &tokens)).collect();
+        let writer = {
+            let buf = buf.clone();
+            thread::spawn(move || {
+                for v in values {
+                    buf.append(v).unwrap();
+                }
+            })
+        };
+        match buf.try_read(1, 1) {
+            Ok(page) => assert_eq!(page[0].value.revision, 2),
+            Err(ReadError::Gap { after: 1, .. }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        reader.join().unwrap();
+        writer.join().unwrap();
+        drop(buf);
+        all_dropped(&tokens);
+    });
+}
+
+// --- The state word: writer lock, publishing swap, parking flag -------------
+
+#[test]
+fn two_parked_readers_vs_two_appends() {
+    loom::model(|| {
+        // Reader `a` waits for revision 1, reader `b` for 1 and then 2. The swap
+        // that publishes 1 clears `PARKING` even if `b` set it; `b` must then
+        // either see 2 on its last look or have re-armed so the swap of 2
+        // notifies. A lost wake-up is a deadlock, which loom reports.
+        let buf = Buffer::new(2);
+        let a = {
+            let buf = buf.clone();
+            thread::spawn(move || buf.read(0, 1))
+        };
+        let b = {
+            let mut reader = buf.reader_at(0);
+            thread::spawn(move || {
+                assert_eq!(reader.next().unwrap().revision, 1);
+                reader.next()
+            })
+        };
+        buf.append(value(1)).unwrap();
+        buf.append(value(2)).unwrap();
+        let page = a.join().unwrap().unwrap();
+        assert_eq!((page[0].revision, &page[0].value), (1, &value(1)));
+        let entry = b.join().unwrap().unwrap();
+        assert_eq!((entry.revision, entry.value), (2, value(2)));
+    });
+}
+
+#[test]
+fn parked_reader_vs_two_contending_appenders() {
+    loom::model(|| {
+        // Two appenders contend for the lock bit (one waits for the other,
+        // never for the reader); the reader parks until revision 2 exists.
+        let buf = Buffer::new(2);
+        let appenders: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|name| {
+                let buf = buf.clone();
+                thread::spawn(move || buf.append(name.to_string()).unwrap())
+            })
+            .collect();
+        let mut reader = buf.reader_at(0);
+        assert_eq!(reader.next().unwrap().revision, 1);
+        assert_eq!(reader.next().unwrap().revision, 2);
+        let mut revisions: Vec<u64> = appenders.into_iter().map(|h| h.join().unwrap()).collect();
+        revisions.sort();
+        assert_eq!(revisions, [1, 2]);
+    });
+}
+
+/// Equal to everything, but panics when compared with a value named "boom".
+#[derive(Clone, Debug)]
+struct Touchy(&'static str);
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Self) -> bool {
+        assert!(self.0 != "boom" && other.0 != "boom", "boom");
+        self.0 == other.0
+    }
+}
+
+#[test]
+fn a_panic_under_the_writer_lock_releases_it() {
+    loom::model(|| {
+        // `append_if_changed` runs `T::eq` holding the lock bit; a panic there
+        // must release it (and publish nothing), or the other appender and the
+        // close spin forever.
+        let buf = Buffer::new(2);
+        buf.append(Touchy("one")).unwrap();
+        let other = {
+            let buf = buf.clone();
+            thread::spawn(move || buf.append(Touchy("two")).unwrap())
+        };
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            buf.append_if_changed(Touchy("boom"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(other.join().unwrap(), 2);
+        assert_eq!(buf.tail(), 2);
+        buf.close();
+        assert!(buf.is_closed());
+        assert_eq!(buf.latest().map(|e| e.value.0), Some("two"));
     });
 }

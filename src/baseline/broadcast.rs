@@ -206,7 +206,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
                 capacity,
                 handles: AtomicUsize::new(1),
                 notify: Notify::new(),
-                generation: crate::broadcast::generation::next(),
+                generation: crate::generation::next(),
             }),
         }
     }

@@ -124,53 +124,67 @@
 //!
 //! `Buffer<T>` is a cheap `Clone` handle, `Send + Sync`; `Reader<T>` is `Send`.
 //! Reads take no lock: each checks the committed tail and then each slot's
-//! sequence stamp around its copy (a seqlock). Appends serialize on a small writer
-//! lock that readers never touch, so an append waits only for another append,
+//! sequence stamp around its copy (a seqlock). Appends serialize on a lock bit in
+//! the ring's state word (the word that also holds the tail), which readers never
+//! take, so an append waits only for another append (spinning, then yielding),
 //! never for a reader. `T::clone` runs with no lock held; `T::eq`
-//! ([`Buffer::append_if_changed`]) runs under the writer lock; a replaced value is
-//! dropped after the lock is released.
+//! ([`Buffer::append_if_changed`]) runs holding the lock bit (a panic there
+//! releases it); a replaced value is dropped after the lock is released.
 //!
 //! # Memory
 //!
-//! `capacity + 1` slots, each a sequence stamp and an `arc-swap` cell holding one
-//! `Arc<T>`, plus one spare `Arc` kept for reuse: at most `capacity + 2` values
-//! live in the ring (the extra slot holds the just-evicted revision, so an append
-//! in progress never disturbs a retained one). Readers cost nothing in the buffer
-//! (a `Reader` is a handle and a `u64`); a value a reader is cloning stays alive
-//! until its clone is done.
+//! `capacity + 1` slots, each a sequence stamp and a pointer to a value node (the
+//! value and a pin count); the node an append evicts is recycled by a later
+//! append once no read has it pinned. Without a read in progress the ring holds
+//! `capacity + 2` values (the extra slot holds the just-evicted revision, so an
+//! append in progress never disturbs a retained one; one more node waits to be
+//! recycled). A read pins one node at a time, for one entry's `T::clone`. A read
+//! stalled there (a slow or blocked `clone`, a preempted thread) never holds up
+//! the writer: its node is set aside and the writer takes another, allocating
+//! one if needed. `k` stalled reads thus add at most `k` nodes, however many
+//! appends run meanwhile (tested in `src/broadcast/tests.rs`). Nodes are freed
+//! when the ring is; readers otherwise cost nothing in the buffer (a `Reader` is
+//! a handle and a `u64`). Details: docs/design.md, section Broadcast.
 //!
 //! # Performance
 //!
-//! - `append`: one uncontended lock, three stores, one `arc-swap` swap (which
-//!   visits `arc-swap`'s per-thread debt lists, paying, never waiting for,
-//!   readers' debts), and a wake-up check (one `SeqCst` fence; the listener list
-//!   only when someone is parked). Once the ring is full it allocates nothing
-//!   (measured in `tests/broadcast_alloc.rs`): the `Arc` the previous append
-//!   swapped out is reused unless a reader still holds it.
-//! - `try_read`: two atomic loads, then per entry two stamp loads, an `arc-swap`
-//!   load and one `T::clone`. `latest` is one entry; `retained` is up to
-//!   `capacity` entries. Nothing waits.
+//! - `append`: three read-modify-writes: a compare-and-swap that takes the lock
+//!   bit, one on the recycled node's pin count, and the swap that publishes the
+//!   tail and releases the lock; three stores (two stamps, the node pointer). It
+//!   calls the notifier only when that swap finds a reader's parking flag: no
+//!   fence, no listener check otherwise. No cost grows with readers or threads,
+//!   and no state is shared with other buffers or the rest of the process. Once
+//!   the ring is full it allocates nothing (`tests/broadcast_alloc.rs`) unless a
+//!   read in progress has pinned the nodes it would recycle.
+//! - `try_read`: one atomic load (tail and close flag), then per entry two stamp loads, a pointer load,
+//!   a pin and an unpin (two read-modify-writes on the node's count, shared only
+//!   with readers of the same entry) and one `T::clone`. `latest` is one entry;
+//!   `retained` is up to `capacity` entries. Nothing waits.
 //! - `read`, `next` and their timeout/async forms park only when nothing is past
-//!   the cursor; every append wakes the parked readers of its buffer.
+//!   the cursor: they register a listener, set the parking flag in the state
+//!   word (one read-modify-write), look once more, then park; the next append
+//!   sees the flag and wakes the parked readers of its buffer.
 //!
 //! # What the loom models check, and what they cannot
 //!
 //! `loom-tests/tests/broadcast.rs` explores every interleaving (to a preemption
-//! bound) of: a read against an overwrite of the same slot, the `a - 1` boundary
-//! while an append evicts, close against a draining read, park against wake, and
-//! two concurrent appenders. Under loom the stamps, tail, close flag, writer lock
-//! and wake-ups are loom's, so the stamp protocol and its orderings on those are
-//! checked. `arc-swap` is not loom-instrumented, so the value cell is modelled by a
-//! loom mutex around the `Arc` (`crate::sync::SlotCell`); that stand-in
-//! synchronizes more strongly than `arc-swap`, so loom cannot find a bug that needs
-//! `arc-swap`'s weaker per-pointer ordering (the argument for it is written out in
-//! the slot module), nor check `arc-swap`'s own protocol or the `Arc` reuse test.
-//! Miri runs the unit tests over the real `arc-swap` paths.
+//! bound) of: a read against an overwrite of the same slot, a read against the
+//! recycling of the node it is cloning, two readers against recycling, the
+//! `a - 1` boundary while an append evicts, close against a draining read, park
+//! against wake (also two parked readers against two appends, and a parked
+//! reader against two contending appenders), two concurrent appenders, and a
+//! panic under the lock bit. Under loom every primitive of the
+//! protocol is loom's (stamps, node pointers, pin counts, the state word,
+//! wake-ups, and the value cells, whose accesses loom checks for
+//! races), so the slot protocol and its reclamation are checked as written. What
+//! the models cannot reach (long runs, many stalled readers, node counts) is
+//! covered by the unit tests, also under Miri.
 //!
 //! The one-mutex twin is [`crate::baseline::broadcast`]; both pass one conformance
 //! suite.
 
-pub(crate) mod generation;
+mod cell;
+mod pool;
 mod reader;
 mod ring;
 mod slot;
@@ -183,7 +197,7 @@ pub use crate::{AppendError, Entry, ReadError};
 pub use reader::Reader;
 
 use crate::sync::Arc;
-use crate::wait::{block, WaitFuture};
+use crate::wait::{block_armed, WaitFuture};
 use ring::Ring;
 use std::fmt;
 use std::future::Future;
@@ -305,8 +319,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// If `limit == 0`.
     pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
-        block(&self.ring.notify, None, || self.attempt(after, limit))
-            .expect("no deadline: never times out")
+        block_armed(
+            &self.ring.notify,
+            None,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
+        .expect("no deadline: never times out")
     }
 
     /// Like [`read`](Self::read), but gives up with [`ReadError::Timeout`] after
@@ -325,8 +344,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
         let deadline = Instant::now().checked_add(timeout);
-        block(&self.ring.notify, deadline, || self.attempt(after, limit))
-            .unwrap_or(Err(ReadError::Timeout))
+        block_armed(
+            &self.ring.notify,
+            deadline,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
+        .unwrap_or(Err(ReadError::Timeout))
     }
 
     /// The async form of [`read`](Self::read): runtime-agnostic and `Send`.
@@ -341,7 +365,12 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
         assert_limit(limit);
-        WaitFuture::new(&self.ring.notify, move || self.attempt(after, limit))
+        let ring: &Ring<T> = &self.ring;
+        WaitFuture::armed(
+            &ring.notify,
+            move || ring.arm_parking(),
+            move || self.attempt(after, limit),
+        )
     }
 
     /// A reader whose cursor is the current tail: it sees only revisions appended

@@ -2,7 +2,7 @@
 
 use super::ring::Ring;
 use crate::sync::Arc;
-use crate::wait::{block, WaitFuture};
+use crate::wait::{block_armed, WaitFuture};
 use crate::{Entry, ReadError};
 use std::fmt;
 use std::future::Future;
@@ -63,7 +63,13 @@ impl<T: Clone + Send + Sync + 'static> Reader<T> {
     #[allow(clippy::should_implement_trait)] // a fallible, blocking cursor, not an Iterator
     pub fn next(&mut self) -> Result<Entry<T>, ReadError> {
         let Reader { ring, cursor } = self;
-        block(&ring.notify, None, || step(ring, cursor)).expect("no deadline: never times out")
+        block_armed(
+            &ring.notify,
+            None,
+            || ring.arm_parking(),
+            || step(ring, cursor),
+        )
+        .expect("no deadline: never times out")
     }
 
     /// Like [`next`](Self::next), but answers `Empty` instead of waiting.
@@ -76,7 +82,11 @@ impl<T: Clone + Send + Sync + 'static> Reader<T> {
     pub fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_ {
         let Reader { ring, cursor } = self;
         let ring: &Ring<T> = ring;
-        WaitFuture::new(&ring.notify, move || step(ring, cursor))
+        WaitFuture::armed(
+            &ring.notify,
+            move || ring.arm_parking(),
+            move || step(ring, cursor),
+        )
     }
 }
 

@@ -1,34 +1,50 @@
 //! The shared state behind every `Buffer` handle and `Reader`: the slots, the
-//! committed tail, the close flag, the writer lock and the wake-up notifier.
+//! state word (committed tail, writer lock, close flag, parking flag), the
+//! writer's node pool and the wake-up notifier.
+//!
+//! # The state word
+//!
+//! One `AtomicU64` holds `tail << 3 | CLOSED | PARKING | LOCKED`:
+//!
+//! - `tail`: the last committed revision;
+//! - `LOCKED`: an append (or `close`) is in progress. It is the writer lock: set
+//!   by a compare-and-swap from a word without it, cleared by the swap that
+//!   publishes the next tail. Only appenders and `close` wait on it (for each
+//!   other), never for a reader;
+//! - `CLOSED`: set once, by `close`, while not `LOCKED`: no append commits after;
+//! - `PARKING`: a reader may be about to park. Set by a reader's
+//!   [`arm_parking`](Ring::arm_parking) after it registered its listener and
+//!   before its last look; cleared by every publishing swap, which then calls
+//!   `notify`. An append with no reader parking thus pays no wake-up check at all.
+//!
+//! So an append costs one compare-and-swap to lock and one swap to publish and
+//! unlock; a reader gets the tail and the close flag from one Acquire load.
+//! Revisions stay below 2^61 (73 years of appends at one per nanosecond).
+//!
+//! Why no wake-up is lost: the reader's `fetch_or(PARKING)` and the writer's
+//! publishing swap are read-modify-writes of one word, so one of them comes
+//! first in its modification order. If the swap is first, the reader's last look
+//! (a load sequenced after its `fetch_or`) reads the swap or a later value, and
+//! finds the new tail. If the `fetch_or` is first, the swap (or an earlier
+//! publishing swap after it) reads `PARKING` and notifies; the `fetch_or` is
+//! Release and the swap Acquire, so the listener registered before the
+//! `fetch_or` happens before that `notify`, which therefore wakes it. No `SeqCst`
+//! fence is needed on either side.
 
+use super::pool::Pool;
 use super::slot::{Slot, SlotRead};
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, CellArc, Mutex, Notify, Ordering};
+use crate::sync::{spin_wait, AtomicU64, AtomicUsize, Notify, Ordering, UnsafeCell};
 use crate::{AppendError, Entry, ReadError};
 use std::fmt;
 
-/// What only appenders touch. Readers never take this lock.
-struct Writer<T> {
-    /// The last committed revision (the writer's own copy of `tail`).
-    revision: u64,
-    /// The `Arc` the last append swapped out of its slot, kept to be reused by the
-    /// next append when no reader holds it (no allocation per append once the ring
-    /// is full).
-    spare: Option<CellArc<T>>,
-}
-
-/// What an append replaced, held only to be dropped once the writer lock is
-/// released.
-enum Retired<T> {
-    Nothing,
-    /// The evicted value, taken out of a reused `Arc`.
-    Value {
-        _value: T,
-    },
-    /// An `Arc` a reader still held; the last holder frees it.
-    Shared {
-        _arc: CellArc<T>,
-    },
-}
+/// An append or `close` is in progress (the writer lock).
+const LOCKED: u64 = 1;
+/// A reader may be parking: the next publishing swap notifies.
+const PARKING: u64 = 2;
+/// Closed: no append commits any more.
+const CLOSED: u64 = 4;
+/// The tail is stored above the flags.
+const SHIFT: u32 = 3;
 
 pub(super) struct Ring<T> {
     /// `capacity + 1` slots; revision `r` lives in `slots[r % (capacity + 1)]`.
@@ -36,25 +52,70 @@ pub(super) struct Ring<T> {
     /// The extra slot means an append in progress only ever rewrites a slot whose
     /// revision is already outside retention (`r - capacity - 1` when writing `r`).
     /// The logical eviction of `r - capacity` therefore happens exactly at the
-    /// commit of `r` (the tail store), so the tail alone decides `Gap` at the
+    /// commit of `r` (the publishing swap), so the tail alone decides `Gap` at the
     /// `a - 1` boundary, just as the one-mutex baseline does.
     slots: Box<[Slot<T>]>,
     capacity: u64,
-    /// The last committed revision. Release-stored by the append that committed it
-    /// after its slot's commit stamp; Acquire-loaded by readers, so every revision
-    /// up to the loaded tail is committed in its slot (or already overwritten by a
-    /// later one, which the slot's stamp reveals).
-    tail: AtomicU64,
-    /// Set once, under the writer lock, after the last append that will ever
-    /// commit. Readers Acquire-load it *before* the tail: a reader that sees it set
-    /// then sees the final tail, so `Closed` is only answered once nothing is left.
-    closed: AtomicBool,
+    /// The state word (see the module docs). Release-swapped by the append that
+    /// committed the tail in it, after its slot's commit stamp; Acquire-loaded by
+    /// readers, so every revision up to the loaded tail is committed in its slot
+    /// (or already overwritten by a later one, which the slot's stamp reveals).
+    state: AtomicU64,
     /// `Buffer` handles alive (readers do not count): the last one to drop closes
     /// the ring, since nothing can ever be appended again.
     handles: AtomicUsize,
-    writer: Mutex<Writer<T>>,
+    /// Evicted nodes, recycled once no read has them pinned (no allocation per
+    /// append once the ring is full). Touched only while `LOCKED` is ours.
+    pool: UnsafeCell<Pool<T>>,
     pub(super) notify: Notify,
     generation: u64,
+}
+
+// SAFETY: `pool` is only touched by the thread that holds the `LOCKED` bit
+// (acquired with Acquire, released with Release, so accesses are ordered), which
+// is what `Mutex<Pool<T>>` would give, and that is `Sync` for `T: Send`. Values
+// are cloned through `&T` on reading threads, hence `T: Sync` too (the slots
+// already require it).
+unsafe impl<T: Send + Sync> Sync for Ring<T> {}
+
+/// The writer lock, held: the `LOCKED` bit is ours. Dropping it without
+/// [`publish`](Locked::publish) (a panic in `T::eq`) releases the lock and changes
+/// nothing else.
+struct Locked<'a, T> {
+    ring: &'a Ring<T>,
+    /// The committed tail when the lock was taken.
+    tail: u64,
+}
+
+impl<T> Locked<'_, T> {
+    fn with_pool<R>(&mut self, f: impl FnOnce(&mut Pool<T>) -> R) -> R {
+        // SAFETY: the `LOCKED` bit is ours (see the `Sync` impl); `&mut self`
+        // keeps this access the only one.
+        self.ring.pool.with_mut(|p| f(unsafe { &mut *p }))
+    }
+
+    /// Publishes `revision` as the tail and releases the lock; returns whether a
+    /// reader announced it may park (then the caller notifies).
+    ///
+    /// AcqRel: Release pairs with readers' Acquire loads of the state (the slot's
+    /// commit stamp and node are visible to whoever sees the tail) and with the
+    /// next locker's Acquire; Acquire pairs with a reader's Release `fetch_or`
+    /// of `PARKING`, so the listener it registered before is visible to the
+    /// `notify` that follows.
+    fn publish(self, revision: u64) -> bool {
+        debug_assert!(revision < 1 << (64 - SHIFT), "revision counter exhausted");
+        let prev = self.ring.state.swap(revision << SHIFT, Ordering::AcqRel);
+        debug_assert_eq!(prev & (LOCKED | CLOSED), LOCKED);
+        std::mem::forget(self);
+        prev & PARKING != 0
+    }
+}
+
+impl<T> Drop for Locked<'_, T> {
+    fn drop(&mut self) {
+        // Release: the next locker sees what this holder did (nothing published).
+        self.ring.state.fetch_and(!LOCKED, Ordering::Release);
+    }
 }
 
 impl<T> Ring<T> {
@@ -67,15 +128,11 @@ impl<T> Ring<T> {
         Ring {
             slots,
             capacity: capacity as u64,
-            tail: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
+            state: AtomicU64::new(0),
             handles: AtomicUsize::new(1),
-            writer: Mutex::new(Writer {
-                revision: 0,
-                spare: None,
-            }),
+            pool: UnsafeCell::new(Pool::new()),
             notify: Notify::new(),
-            generation: super::generation::next(),
+            generation: crate::generation::next(),
         }
     }
 
@@ -91,28 +148,75 @@ impl<T> Ring<T> {
         &self.slots[(revision % (self.capacity + 1)) as usize]
     }
 
-    /// Acquire pairs with the Release store in `push_while_locked`: revisions up to the
-    /// returned value are committed in their slots.
-    pub(super) fn tail(&self) -> u64 {
-        self.tail.load(Ordering::Acquire)
+    /// The state word. Acquire pairs with the publishing swap (and `close`):
+    /// revisions up to the tail in it are committed in their slots.
+    fn load_state(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
     }
 
-    /// Acquire pairs with `close`'s Release store, so a caller that sees `true`
-    /// also sees the final tail.
+    /// The committed tail (see [`load_state`](Self::load_state)).
+    pub(super) fn tail(&self) -> u64 {
+        self.load_state() >> SHIFT
+    }
+
+    /// Whether the ring is closed; a caller that sees `true` then sees the final
+    /// tail (one word holds both).
     pub(super) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.load_state() & CLOSED != 0
+    }
+
+    /// A reader's announcement, after registering its listener and before its
+    /// last look, that it may park: the next publishing swap notifies (see the
+    /// module docs). Release pairs with that swap's Acquire.
+    pub(super) fn arm_parking(&self) {
+        self.state.fetch_or(PARKING, Ordering::Release);
+    }
+
+    /// Takes the writer lock, waiting (spin, then yield) only for another append
+    /// or `close` in progress. `Err` once closed, unless `even_closed`.
+    fn lock(&self, even_closed: bool) -> Result<Locked<'_, T>, ()> {
+        let mut taken = Err(());
+        spin_wait(|| {
+            // Relaxed: only a hint for the compare-and-swap, which re-reads.
+            let cur = self.state.load(Ordering::Relaxed);
+            if cur & CLOSED != 0 && !even_closed {
+                return true;
+            }
+            if cur & LOCKED != 0 {
+                return false;
+            }
+            // Acquire pairs with the previous holder's Release (publishing swap,
+            // `close`, or an unpublished release): its slot writes and pool
+            // changes happen before ours.
+            match self.state.compare_exchange(
+                cur,
+                cur | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    taken = Ok(Locked {
+                        ring: self,
+                        tail: cur >> SHIFT,
+                    });
+                    true
+                }
+                // A reader set `PARKING`, or another writer got there first.
+                Err(_) => false,
+            }
+        });
+        taken
     }
 
     /// Appends `value`, or hands it back once closed.
     pub(super) fn append(&self, value: T) -> Result<u64, AppendError<T>> {
-        let mut w = lock(&self.writer);
-        // Relaxed: `close` stores under the same lock, which orders the two.
-        if self.closed.load(Ordering::Relaxed) {
+        let Ok(mut locked) = self.lock(false) else {
             return Err(AppendError(value));
+        };
+        let (revision, retired) = self.push_while_locked(&mut locked, value);
+        if locked.publish(revision) {
+            self.notify.notify(usize::MAX);
         }
-        let (revision, retired) = self.push_while_locked(&mut w, value);
-        drop(w);
-        self.notify.notify(usize::MAX);
         drop(retired);
         Ok(revision)
     }
@@ -123,14 +227,12 @@ impl<T> Ring<T> {
     where
         T: PartialEq,
     {
-        let mut w = lock(&self.writer);
-        // Relaxed: as in `append`.
-        if self.closed.load(Ordering::Relaxed) {
+        let Ok(mut locked) = self.lock(false) else {
             return Err(AppendError(value));
-        }
-        let latest = w.revision;
+        };
+        let latest = locked.tail;
         // User code (PartialEq) runs before anything changes, so a panic here
-        // leaves the ring as it was (and `sync::lock` ignores the poison).
+        // leaves the ring as it was (dropping `locked` releases the lock).
         if latest > 0
             && self
                 .slot(latest)
@@ -138,37 +240,30 @@ impl<T> Ring<T> {
         {
             return Ok(latest);
         }
-        let (revision, retired) = self.push_while_locked(&mut w, value);
-        drop(w);
-        self.notify.notify(usize::MAX);
+        let (revision, retired) = self.push_while_locked(&mut locked, value);
+        if locked.publish(revision) {
+            self.notify.notify(usize::MAX);
+        }
         drop(retired);
         Ok(revision)
     }
 
-    /// Commits `value` as the next revision. What it returns is dropped by the
-    /// caller after the writer lock is released, so no user `Drop` runs inside the
-    /// critical section (and nothing in it can panic but allocation).
-    fn push_while_locked(&self, w: &mut Writer<T>, value: T) -> (u64, Retired<T>) {
-        let revision = w.revision + 1;
-        // Reuse last append's swapped-out `Arc` when no reader still holds it:
-        // `get_mut` succeeding proves no guard or clone of it exists (the swap
-        // that returned it converted every guard into a counted reference).
-        let (arc, retired) = match w.spare.take() {
-            Some(mut spare) => match CellArc::get_mut(&mut spare) {
-                Some(slot_value) => {
-                    let old = std::mem::replace(slot_value, value);
-                    (spare, Retired::Value { _value: old })
-                }
-                None => (CellArc::new(value), Retired::Shared { _arc: spare }),
-            },
-            None => (CellArc::new(value), Retired::Nothing),
-        };
-        w.spare = self.slot(revision).write_while_locked(revision, arc);
-        w.revision = revision;
-        // Release pairs with every reader's Acquire load of the tail: the slot's
-        // commit stamp (and value) is visible to whoever sees this revision.
-        self.tail.store(revision, Ordering::Release);
-        (revision, retired)
+    /// Writes `value` into the next revision's slot (committed in its stamp; the
+    /// caller then publishes the tail). What it returns (the value of a recycled
+    /// node, long evicted) is dropped by the caller after the lock is released, so
+    /// no user `Drop` runs inside the critical section (and nothing in it can
+    /// panic but allocation, before anything changed).
+    fn push_while_locked(&self, locked: &mut Locked<'_, T>, value: T) -> (u64, Option<T>) {
+        let revision = locked.tail + 1;
+        locked.with_pool(|pool| {
+            // A claimed evicted node, or a fresh one when every node tried is
+            // pinned by a read in progress: never a wait.
+            let (node, retired) = pool.take(value);
+            if let Some(evicted) = self.slot(revision).write_while_locked(revision, node) {
+                pool.retire(evicted);
+            }
+            (revision, retired)
+        })
     }
 
     pub(super) fn acquire_handle(&self) {
@@ -185,12 +280,16 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Closes the ring: waits for an append in progress, then sets `CLOSED`.
     pub(super) fn close(&self) {
-        let w = lock(&self.writer);
-        // Release pairs with the readers' Acquire load in `read_with` and
-        // `is_closed`; under the writer lock, so no append commits after it.
-        self.closed.store(true, Ordering::Release);
-        drop(w);
+        let Ok(locked) = self.lock(false) else {
+            return; // already closed
+        };
+        // Release pairs with the readers' Acquire loads of the state: one that
+        // sees `CLOSED` sees the final tail (the same word). Clears `LOCKED` in
+        // the same step; keeps `PARKING` (the notify below wakes everyone).
+        self.state.fetch_xor(LOCKED | CLOSED, Ordering::Release);
+        std::mem::forget(locked);
         self.notify.notify(usize::MAX);
     }
 
@@ -239,11 +338,11 @@ impl<T> Ring<T> {
     where
         T: Clone,
     {
-        // Closed first, tail second: a reader that sees the flag then sees the
-        // final tail (see the `closed` field), so it answers `Closed` only when
-        // nothing is left; one that misses the flag waits and is woken by `close`.
-        let closed = self.is_closed();
-        let tail = self.tail();
+        // One word holds the flag and the tail: a reader that sees the flag sees
+        // the final tail, so it answers `Closed` only when nothing is left; one
+        // that misses the flag waits and is woken by `close`.
+        let state = self.load_state();
+        let (closed, tail) = (state & CLOSED != 0, state >> SHIFT);
         if let Err(e) = self.check(after, tail) {
             return Some(Err(e));
         }
@@ -314,6 +413,18 @@ impl<T> Ring<T> {
             }
         }
         out
+    }
+}
+
+impl<T> Ring<T> {
+    /// Value nodes allocated so far: `capacity + 2` once full, plus one per node a
+    /// stalled read kept from reuse (a high-water mark; see `pool.rs`).
+    #[cfg(test)]
+    pub(super) fn nodes(&self) -> usize {
+        let Ok(mut locked) = self.lock(true) else {
+            unreachable!("lock(true) never refuses")
+        };
+        locked.with_pool(|pool| pool.nodes())
     }
 }
 

@@ -1,48 +1,48 @@
-//! One ring slot: a sequence stamp and a protected value cell.
+//! One ring slot: a sequence stamp and a cell pointing at a pinnable node
+//! (docs/design.md, section Broadcast: slot protocol).
 //!
 //! # Protocol
 //!
-//! Writer (one at a time, under the ring's writer lock), installing revision `r`:
+//! Writer (one at a time, under the ring's writer lock), installing revision `r`
+//! in a node it owns (fresh, or claimed from the pool: see `pool.rs`):
 //!
-//! 1. `stamp = writing(r)` (Release), then `fence(Release)`;
-//! 2. `cell.swap(new value)` (arc-swap: a SeqCst read-modify-write);
+//! 1. `stamp = writing(r)` (Release);
+//! 2. `cell = node` (Release store; the node previously there is evicted and goes
+//!    to the pool, still holding its value);
 //! 3. `stamp = committed(r)` (Release).
 //!
 //! Reader wanting revision `r`:
 //!
 //! 1. `s1 = stamp` (Acquire); anything but `committed(r)` ends the read;
-//! 2. `guard = cell.load()` (protects the `Arc` it returns);
-//! 3. `fence(Acquire)`, then `s2 = stamp` (Acquire);
-//! 4. `s1 == s2`: the guard holds revision `r`'s value; clone it. Otherwise the
-//!    slot was overwritten mid-read: report the newer revision, clone nothing.
+//! 2. `node = cell` (Acquire), then pin `node` (read-modify-write on its count);
+//! 3. `s2 = stamp` (Acquire);
+//! 4. `s1 == s2`: the node holds revision `r`'s value and will not be rewritten
+//!    while pinned; clone it, then unpin. Otherwise report the newer revision,
+//!    unpin, and clone nothing.
 //!
 //! Why step 4 is sound. Step 1's Acquire pairs with writer step 3's Release, so
-//! the reader's load in step 2 returns revision `r`'s `Arc` or one swapped in later
-//! (coherence). A later one, for `r' = r + k(cap + 1)`, was swapped in after
-//! `writing(r')` was stored, and that store happens before the reader's step 3:
-//! arc-swap's load acquires the swap whose pointer it returns (it must, or
-//! dereferencing the pointee would race), and independently, if the load read that
-//! pointer directly, writer step 1's release fence synchronizes with reader step
-//! 3's acquire fence. So `s2 >= writing(r') > committed(r)` and the read is
-//! rejected. Stamps only grow, so `s1 == s2` cannot be an ABA.
+//! step 2's load returns revision `r`'s node or one stored later (coherence). A
+//! later one, for `r' = r + k(cap + 1)`, was stored with Release after
+//! `writing(r')`; the Acquire load that returned it makes that mark visible to
+//! step 3, so `s2 >= writing(r') > committed(r)` and the read is rejected. If the
+//! load returned `r`'s node, either the pin precedes any claim of the node in the
+//! count's modification order (the claim then fails: the value stays `r`'s until
+//! the unpin), or it follows a claim, and then it synchronizes with that claim
+//! (`cell.rs`, `Node::claim_while_locked`), so the writing mark that evicted the
+//! node is visible to step 3 and the read is rejected before touching the value.
+//! Stamps only grow, so `s1 == s2` cannot be an ABA.
 //!
-//! The Release on the writing mark and the Acquire on `s2` are not needed for the
-//! value check; they give progress. A reader that sees a newer stamp (either
-//! transition) also sees the tail the previous append published, so a retry
-//! (`latest`) finds a newer tail rather than spinning on a stale one. Loom found
-//! that spin when the mark was Relaxed: it explores the (real, if unlikely)
-//! executions in which a relaxed tail load keeps returning the old value.
+//! The Release on the writing mark and the Acquire on `s2` also give progress: a
+//! reader that sees a newer stamp (either transition) also sees the tail the
+//! previous append published, so a retry (`latest`) finds a newer tail rather
+//! than spinning on a stale one. Loom found that spin when the mark was Relaxed.
 //!
-//! Why cloning is sound (DESIGN-NOTES broadcast 1). The reader clones through its
-//! guard, never through a bare pointer: the `Arc` cannot be freed while the guard
-//! lives, and its `T` is never mutated while reachable, because the writer mutates
-//! a value only through `Arc::get_mut` on an `Arc` it has already swapped out of
-//! the cell (arc-swap's `swap` converts every outstanding guard into a real
-//! reference count before returning, so `get_mut` succeeding proves no guard
-//! exists). No `unsafe` is needed anywhere in the slot.
+//! Nothing here waits: a pinned node is never waited for, the writer takes
+//! another one.
 
+use super::cell::{Node, SlotCell};
 use super::stamp::{AtomicStamp, Stamp};
-use crate::sync::{fence, CellArc, Ordering, SlotCell};
+use std::ptr::NonNull;
 
 /// What a reader found in a slot.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl<T> Slot<T> {
     }
 
     /// Reads `revision` through `f` if the slot holds it, without a lock and
-    /// without waiting. `f` runs on a protected, fully written value.
+    /// without waiting. `f` runs on a pinned, fully written value.
     pub(super) fn read_with<R>(&self, revision: u64, f: impl FnOnce(&T) -> R) -> SlotRead<R> {
         let s1 = self.stamp.load_before_read();
         if s1 != Stamp::committed(revision) {
@@ -84,20 +84,17 @@ impl<T> Slot<T> {
                 SlotRead::NotWritten
             };
         }
-        let guard = self.cell.load();
-        // Pairs with the writer's fence(Release) after its writing mark: if the
-        // load above saw a later swap, the re-check below sees that swap's mark.
-        fence(Ordering::Acquire);
+        // A committed stamp `>= 1` is stored only after a node was published.
+        let Some(pinned) = self.cell.pin() else {
+            return SlotRead::NotWritten;
+        };
         let s2 = self.stamp.load_after_read();
         if s2 != s1 {
             return SlotRead::Overwritten { by: s2.revision() };
         }
-        match guard.get() {
-            Some(value) => SlotRead::Value(f(value)),
-            // A committed stamp is stored only after a `Some` swap; seeing
-            // `committed(r) >= 1` twice around a `None` is impossible.
-            None => SlotRead::NotWritten,
-        }
+        // SAFETY: the stamp was `s1` before the pin and is unchanged after it
+        // (see the module docs).
+        SlotRead::Value(unsafe { pinned.with_value(f) })
     }
 
     /// Clones `revision`'s value if the slot holds it.
@@ -108,22 +105,21 @@ impl<T> Slot<T> {
         self.read_with(revision, T::clone)
     }
 
-    /// Installs `value` as `revision` and returns the `Arc` it replaced (with an
-    /// exact reference count: see the module docs).
+    /// Publishes `node` (already holding the value) as `revision` and returns the
+    /// node it evicted.
     ///
-    /// Precondition: the caller holds the ring's writer lock, and `revision` is the
-    /// next revision of the ring and maps to this slot.
+    /// Precondition: the caller holds the ring's writer lock, `revision` is the
+    /// next revision of the ring and maps to this slot, and `node` is in no slot
+    /// and not readable by any read (fresh, or claimed).
     pub(super) fn write_while_locked(
         &self,
         revision: u64,
-        value: CellArc<T>,
-    ) -> Option<CellArc<T>> {
+        node: NonNull<Node<T>>,
+    ) -> Option<NonNull<Node<T>>> {
         self.stamp.mark_writing_while_locked(revision);
-        // Pairs with the reader's fence(Acquire) before its stamp re-check: orders
-        // the writing mark before the swap, so a reader that sees the new value
-        // sees the mark.
-        fence(Ordering::Release);
-        let old = self.cell.swap(Some(value));
+        // The store is Release and follows the mark in program order: a reader
+        // whose Acquire load returns `node` sees the mark (step 2 -> step 3).
+        let old = self.cell.publish_while_locked(node);
         self.stamp.commit_while_locked(revision);
         old
     }
@@ -134,43 +130,49 @@ impl<T> Slot<T> {
     /// Precondition: the caller holds the writer lock, so no append can change the
     /// slot during `f`.
     pub(super) fn with_value_while_locked<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
-        let guard = self.cell.load();
-        f(guard.get())
+        self.cell.with_value_while_locked(f)
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::super::cell::Node;
     use super::{Slot, SlotRead};
-    use crate::sync::CellArc;
 
     #[test]
     fn broadcast_slot_reads_only_the_committed_revision() {
         let slot = Slot::new();
         assert_eq!(slot.read(1), SlotRead::<String>::NotWritten);
         assert!(slot
-            .write_while_locked(1, CellArc::new("one".to_string()))
+            .write_while_locked(1, Node::alloc("one".to_string()))
             .is_none());
         assert_eq!(slot.read(1), SlotRead::Value("one".to_string()));
-        let old = slot.write_while_locked(4, CellArc::new("four".to_string()));
-        assert_eq!(old.as_deref().map(String::as_str), Some("one"));
+        let old = slot.write_while_locked(4, Node::alloc("four".to_string()));
         assert_eq!(slot.read(1), SlotRead::Overwritten { by: 4 });
         assert_eq!(slot.read(4), SlotRead::Value("four".to_string()));
         assert_eq!(slot.read(7), SlotRead::NotWritten);
+        // SAFETY: evicted, in no slot, and no read is in progress.
+        unsafe { super::super::cell::free(old.expect("slot held revision 1")) };
     }
 
     #[test]
-    fn broadcast_slot_returns_a_unique_arc_once_no_reader_holds_it() {
+    fn broadcast_slot_claim_fails_while_a_read_has_the_node_pinned() {
         let slot = Slot::new();
-        slot.write_while_locked(1, CellArc::new(vec![1u8; 16]));
-        let guard = slot.cell.load();
-        let mut old = slot
-            .write_while_locked(3, CellArc::new(vec![3u8; 16]))
+        slot.write_while_locked(1, Node::alloc(vec![1u8; 16]));
+        let pinned = slot.cell.pin().expect("written");
+        let old = slot
+            .write_while_locked(3, Node::alloc(vec![3u8; 16]))
             .expect("slot held revision 1");
-        // The reader's guard was turned into a real count by the swap.
-        assert!(CellArc::get_mut(&mut old).is_none());
-        assert_eq!(guard.get().map(|v| v[0]), Some(1));
-        drop(guard);
-        assert!(CellArc::get_mut(&mut old).is_some());
+        // SAFETY: (deref) `old` is allocated until freed below.
+        let node = unsafe { old.as_ref() };
+        assert!(node.is_pinned());
+        assert!(!node.claim_while_locked(), "claimed a pinned node");
+        drop(pinned);
+        assert!(node.claim_while_locked());
+        // SAFETY: claimed, in no slot; the value is ours to replace.
+        let previous = unsafe { node.replace_while_claimed(vec![5u8]) };
+        assert_eq!(previous, vec![1u8; 16]);
+        // SAFETY: evicted, in no slot, and no read is in progress.
+        unsafe { super::super::cell::free(old) };
     }
 }

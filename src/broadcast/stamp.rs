@@ -10,8 +10,8 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// ```text
 /// 2r      the slot holds revision r, fully written (r = 0: nothing written yet)
-/// 2r - 1  an append has claimed the slot for revision r and may be swapping its
-///         value; a reader that sees it, or sees the stamp change across its
+/// 2r - 1  an append has claimed the slot for revision r and may be replacing its
+///         node; a reader that sees it, or sees the stamp change across its
 ///         read, discards what it read
 /// ```
 ///
@@ -55,14 +55,16 @@ impl AtomicStamp {
 
     /// A reader's first look. Acquire pairs with
     /// [`commit_while_locked`](Self::commit_while_locked)'s Release: seeing
-    /// `committed(r)` makes the value swapped in for `r` visible. (It also pairs
+    /// `committed(r)` makes the node published for `r` (and its value) visible. (It also pairs
     /// with the writing mark's Release, for progress; see below.)
     pub(super) fn load_before_read(&self) -> Stamp {
         Stamp(self.0.load(Ordering::Acquire))
     }
 
-    /// A reader's re-check, after its `fence(Acquire)`. The fence carries the
-    /// seqlock ordering (see `slot.rs`); Acquire here adds progress: a reader
+    /// A reader's re-check, after it pinned the node. What it must see (a
+    /// writing mark stored before the node it loaded, or before a claim its pin
+    /// synchronized with) reaches it through those Acquire operations (see
+    /// `slot.rs`); Acquire here adds progress: a reader
     /// that sees a newer stamp (both transitions are Release stores) also sees the
     /// tail that append's predecessor published, so a retry finds a newer tail
     /// instead of spinning on a stale one.
@@ -70,9 +72,9 @@ impl AtomicStamp {
         Stamp(self.0.load(Ordering::Acquire))
     }
 
-    /// The writer claims the slot for `revision`. The caller's `fence(Release)`
-    /// right after this store orders it before the value swap (what a reader must
-    /// be able to detect). Release on the store itself pairs with the readers'
+    /// The writer claims the slot for `revision`. The caller's Release store of
+    /// the new node right after it orders it before the node change (what a
+    /// reader must be able to detect). Release on the store itself pairs with the readers'
     /// Acquire stamp loads: a reader that sees the mark also sees the previous
     /// append's tail store (`revision - 1`), which `latest` and the `Gap` answer's
     /// `oldest` rely on to make progress.

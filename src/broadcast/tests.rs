@@ -1,6 +1,7 @@
 //! Unit tests of the lock-free ring that the shared conformance suite cannot
-//! express: a reader stalled inside `T::clone`, value lifetimes through the `Arc`
-//! reuse path, and small threaded races sized for Miri
+//! express: readers stalled inside `T::clone` (the writer never waits, and the
+//! memory they hold back is bounded), value lifetimes through node recycling,
+//! and small threaded races sized for Miri
 //! (`cargo +nightly miri test --lib broadcast`).
 
 use super::{Buffer, ReadError};
@@ -61,7 +62,99 @@ fn broadcast_writer_never_waits_for_a_reader_stalled_in_clone() {
     );
 }
 
-/// Counts live values, to catch leaks and double drops on the reuse path.
+/// A value that counts live instances and whose `clone` blocks while `stall` is
+/// set, to hold reads inside `T::clone` for as long as a test wants.
+struct Gate {
+    live: Arc<AtomicUsize>,
+    stall: Arc<AtomicBool>,
+    entered: Arc<AtomicUsize>,
+    n: u64,
+}
+
+impl Gate {
+    fn new(g: &Gate, n: u64) -> Gate {
+        g.live.fetch_add(1, Ordering::Relaxed);
+        Gate {
+            live: g.live.clone(),
+            stall: g.stall.clone(),
+            entered: g.entered.clone(),
+            n,
+        }
+    }
+}
+
+impl Clone for Gate {
+    fn clone(&self) -> Self {
+        self.entered.fetch_add(1, Ordering::AcqRel);
+        while self.stall.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        Gate::new(self, self.n)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The memory bound while readers are stalled (docs/design.md, section
+/// Broadcast: memory bound): `k` reads stalled inside `T::clone` keep at most `k`
+/// extra value nodes alive, however many appends run meanwhile; the writer never
+/// waits for them; each stalled read still returns the revision it started.
+#[test]
+fn broadcast_stalled_readers_hold_back_at_most_one_node_each() {
+    const CAPACITY: usize = 4;
+    const STALLED: u64 = 3;
+    let appends: u64 = if cfg!(miri) { 60 } else { 10_000 };
+    let proto = Gate {
+        live: Arc::new(AtomicUsize::new(0)),
+        stall: Arc::new(AtomicBool::new(true)),
+        entered: Arc::new(AtomicUsize::new(0)),
+        n: 0,
+    };
+    let buf = Buffer::new(CAPACITY);
+    for n in 1..=STALLED {
+        buf.append(Gate::new(&proto, n)).unwrap();
+    }
+    let readers: Vec<_> = (1..=STALLED)
+        .map(|n| {
+            let buf = buf.clone();
+            thread::spawn(move || {
+                buf.try_read(n - 1, 1)
+                    .map(|page| (page[0].revision, page[0].value.n))
+            })
+        })
+        .collect();
+    while proto.entered.load(Ordering::Acquire) < STALLED as usize {
+        thread::yield_now();
+    }
+    let bound = CAPACITY + 2 + STALLED as usize;
+    for n in STALLED + 1..=appends {
+        buf.append(Gate::new(&proto, n)).unwrap();
+        assert!(
+            buf.ring.nodes() <= bound,
+            "{} nodes after {n} appends",
+            buf.ring.nodes()
+        );
+        assert!(proto.live.load(Ordering::Relaxed) <= bound);
+    }
+    proto.stall.store(false, Ordering::Release);
+    for (n, r) in (1..=STALLED).zip(readers) {
+        assert_eq!(r.join().unwrap(), Ok((n, n)));
+    }
+    // The nodes they held are recycled again: no growth from here on.
+    let nodes = buf.ring.nodes();
+    for n in 0..4 * CAPACITY as u64 {
+        buf.append(Gate::new(&proto, appends + 1 + n)).unwrap();
+    }
+    assert_eq!(buf.ring.nodes(), nodes);
+    drop(buf);
+    assert_eq!(proto.live.load(Ordering::Relaxed), 0);
+}
+
+/// Counts live values, to catch leaks and double drops on the recycling path.
 #[derive(Debug)]
 struct Tracked(Arc<AtomicUsize>, u64);
 
@@ -97,7 +190,7 @@ fn broadcast_ring_keeps_at_most_capacity_plus_two_values_and_leaks_none() {
         held.iter().map(|e| e.value.1).collect::<Vec<_>>(),
         [18, 19, 20]
     );
-    // A reader's guard-free copy does not pin the ring; appends keep reusing.
+    // A reader's copy is its own and pins nothing; appends keep recycling.
     for n in 21..=30 {
         buf.append(Tracked::new(&live, n)).unwrap();
     }

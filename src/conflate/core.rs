@@ -14,7 +14,7 @@
 //!
 //! Lock order is shard → queue; the consumer never holds both.
 //!
-//! ## Why each race is safe (DESIGN-NOTES conflate 1, 2)
+//! ## Why each race is safe (docs/design.md, "The cut is one instant" and "Coalescing versus pop")
 //!
 //! - **Coalesce versus pop.** A slot's `live` value is taken, merged into and
 //!   annihilated only under its shard lock, and a ticket matches a slot only by its
@@ -38,6 +38,7 @@
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
+use crate::stats::{bump, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
@@ -51,7 +52,7 @@ const GROUPED_CLAIM_MIN: usize = 512;
 
 /// Shards per receiver. Enough that a few senders coalescing into different keys
 /// rarely meet; small enough that an idle receiver costs about 2 KiB.
-const SHARDS: usize = 16;
+pub(crate) const SHARDS: usize = 16;
 
 /// The shard of a key hash. The table inside a shard uses the low bits (bucket)
 /// and the top 7 (tag): the shard comes from bits in between so they stay
@@ -120,8 +121,44 @@ impl<K, V> Slot<K, V> {
     }
 }
 
-/// One shard of a receiver's key slots.
-type Shard<K, V> = Mutex<HashTable<Slot<K, V>>>;
+/// One shard of a receiver's key slots, with the accounting of the sends that
+/// landed in it.
+///
+/// Every counter but `filtered` is written only under `lock`, which the send
+/// (or close) that changes it holds anyway, with a plain load and store
+/// ([`bump`]): no read-modify-write, and the line is the one the lock already
+/// brought into the writer's cache. A send stores `received` before any other
+/// counter of the same critical section; `RxCore::stats` loads `received` after
+/// the others, so what it subtracts never exceeds what it subtracts from.
+///
+/// `repr(C)`, lock first and `received` next: the one counter every send writes
+/// shares the cache line the lock already brought in.
+#[repr(C)]
+struct Shard<K, V> {
+    lock: Mutex<HashTable<Slot<K, V>>>,
+    /// Sends that reached the receiver past its filter and landed here.
+    received: AtomicU64,
+    /// Sends its filter rejected. Counted before any lock is taken, so this one
+    /// is a Relaxed `fetch_add` (of the shard the key hashes to, so concurrent
+    /// rejections of different keys rarely share a line).
+    filtered: AtomicU64,
+    annihilated: AtomicU64,
+    overflowed: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl<K, V> Shard<K, V> {
+    fn new() -> Self {
+        Shard {
+            lock: Mutex::new(HashTable::new()),
+            received: AtomicU64::new(0),
+            filtered: AtomicU64::new(0),
+            annihilated: AtomicU64::new(0),
+            overflowed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+}
 
 struct Queue<K> {
     shared: TicketList<K>,
@@ -131,6 +168,12 @@ struct Queue<K> {
     /// The cut epoch; mirrored in `RxCore::epoch` for senders holding only a shard.
     epoch: u64,
     next_id: u64,
+    /// Bounded receivers only: the values the consumer has taken, as senders
+    /// must see it (pending = `live - taken`, both read under this lock). A pop
+    /// adds here before it releases the taken key's shard; a cut sets it to
+    /// `live` in its own critical section (every value then pending belongs to
+    /// the cut). See `enqueue`.
+    taken: u64,
 }
 
 /// The queue plus what the consumer may read of it without taking the lock.
@@ -157,6 +200,11 @@ pub(crate) struct Local<K> {
     private: TicketList<K>,
     spare: TicketList<K>,
     taken: u64,
+    /// The sum of `sends` over the events taken (`ReceiverStats::folded`).
+    folded: u64,
+    /// Sends folded into values a cut claimed and then discarded because a hard
+    /// close raced it (counted in `ReceiverStats::dropped`).
+    dropped: u64,
 }
 
 impl<K> Default for Local<K> {
@@ -165,6 +213,8 @@ impl<K> Default for Local<K> {
             private: TicketList::default(),
             spare: TicketList::default(),
             taken: 0,
+            folded: 0,
+            dropped: 0,
         }
     }
 }
@@ -172,6 +222,8 @@ impl<K> Default for Local<K> {
 pub(crate) struct RxCore<K, V> {
     filter: KeyFilter<K>,
     merge: Merge<V>,
+    /// `max_pending`, if bounded.
+    max_pending: Option<u64>,
     shards: Box<[CachePadded<Shard<K, V>>]>,
     queue: CachePadded<QueueCell<K>>,
     /// Read by every send; written only by a cut or a close.
@@ -185,12 +237,13 @@ pub(crate) struct RxCore<K, V> {
 }
 
 impl<K, V> RxCore<K, V> {
-    pub(crate) fn new(filter: KeyFilter<K>, merge: Merge<V>) -> Self {
+    pub(crate) fn new(filter: KeyFilter<K>, merge: Merge<V>, max_pending: Option<usize>) -> Self {
         RxCore {
             filter,
             merge,
+            max_pending: max_pending.map(|n| n as u64),
             shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(HashTable::new())))
+                .map(|_| CachePadded::new(Shard::new()))
                 .collect(),
             queue: CachePadded::new(QueueCell {
                 lock: Mutex::new(Queue {
@@ -198,6 +251,7 @@ impl<K, V> RxCore<K, V> {
                     seg: 0,
                     epoch: 0,
                     next_id: 0,
+                    taken: 0,
                 }),
                 queued: AtomicUsize::new(0),
                 live: AtomicU64::new(0),
@@ -211,6 +265,39 @@ impl<K, V> RxCore<K, V> {
 
     fn shard(&self, hash: u64) -> &Shard<K, V> {
         &self.shards[shard_index(hash)]
+    }
+
+    /// The receiver's accounting, read without a lock (see `Shard` for why the
+    /// settled counters are loaded before `received`: Acquire here pairs with
+    /// the Release of [`bump`]). `local` is the consumer's, so delivered and
+    /// folded are exact for this thread.
+    pub(crate) fn stats(&self, local: &Local<K>) -> ReceiverStats {
+        let sum = |field: fn(&Shard<K, V>) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| field(s).load(Ordering::Acquire))
+                .sum()
+        };
+        let annihilated = sum(|s| &s.annihilated);
+        let overflowed = sum(|s| &s.overflowed);
+        let dropped = sum(|s| &s.dropped) + local.dropped;
+        let filtered = sum(|s| &s.filtered);
+        let received = sum(|s| &s.received);
+        let pending = if self.is_closed() {
+            0
+        } else {
+            self.len(local) as u64
+        };
+        ReceiverStats::derived(
+            received,
+            filtered,
+            local.taken,
+            local.folded,
+            annihilated,
+            overflowed,
+            dropped,
+            pending,
+        )
     }
 
     /// Pending keys, as the consumer sees them (exact when no send is in
@@ -252,7 +339,18 @@ impl<K, V> RxCore<K, V> {
     /// land afterwards; their values are dropped with the core.
     pub(crate) fn clear(&self) {
         for shard in self.shards.iter() {
-            let table = mem::take(&mut *lock(shard));
+            let mut guard = lock(&shard.lock);
+            let table = mem::take(&mut *guard);
+            // Under the shard lock, like every writer of these counters. No
+            // user code runs in the sum.
+            let sends: u64 = table
+                .iter()
+                .map(|s| {
+                    s.live.as_ref().map_or(0, |p| p.sends) + s.cut.as_ref().map_or(0, |p| p.sends)
+                })
+                .sum();
+            bump(&shard.dropped, sends);
+            drop(guard);
             drop(table); // values drop outside the lock
         }
         let shared = {
@@ -269,17 +367,48 @@ impl<K, V> RxCore<K, V>
 where
     K: Eq + Clone,
 {
+    /// Makes `entries` (hash, key, value; a snapshot of the hub's table, in its
+    /// order) pending with `sends == 0`. Called before the receiver is
+    /// registered, so nothing races it.
+    pub(crate) fn seed(&self, entries: impl IntoIterator<Item = (u64, K, V)>) {
+        for (hash, key, value) in entries {
+            let mut shard = lock(&self.shard(hash).lock);
+            let ticket_key = key.clone();
+            let (mut pending, _) = self
+                .enqueue(ticket_key, hash, value)
+                .unwrap_or_else(|_| unreachable!("the caller seeds at most max_pending keys"));
+            pending.sends = 0;
+            shard.insert_unique(
+                hash,
+                Slot {
+                    key,
+                    hash,
+                    live: Some(pending),
+                    cut: None,
+                },
+                |s| s.hash,
+            );
+        }
+    }
+
     /// Fans one send into this receiver. Runs the key filter (no lock held) and the
     /// merge (this key's shard lock held, nothing else). If either panics, the panic
     /// continues after this receiver's state is repaired: a panicking merge drops
-    /// the key's pending value here (SPEC conflate rule 9).
+    /// the key's pending value here (conflate rule 9, docs/design.md).
     pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
         // Relaxed: a stale `false` only delivers into a receiver that is closing,
         // whose values are dropped with it.
-        if self.closed.load(Ordering::Relaxed) || !self.filter.accepts(key) {
+        if self.closed.load(Ordering::Relaxed) {
             return;
         }
-        let mut shard = lock(self.shard(hash));
+        let cell = self.shard(hash);
+        if !self.filter.accepts(key) {
+            // Relaxed: a count that orders nothing (and is in no conservation
+            // sum); the only shard-counter RMW, and only on a rejection.
+            cell.filtered.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut shard = lock(&cell.lock);
         // Checked again under the shard lock: `clear` marks the receiver closed
         // before it empties each shard under that shard's lock, so once a shard
         // was cleared nothing enters it again (a value landing after a hard close
@@ -297,18 +426,29 @@ where
                 // Both copies of the key are made before anything changes, so a
                 // panicking `K::clone` leaves this receiver as it was.
                 let slot_key = key.clone();
-                let (pending, first) = self.enqueue(key.clone(), hash, value);
-                absent.into_table().insert_unique(
-                    hash,
-                    Slot {
-                        key: slot_key,
-                        hash,
-                        live: Some(pending),
-                        cut: None,
-                    },
-                    |s| s.hash,
-                );
-                first
+                let ticket_key = key.clone();
+                bump(&cell.received, 1);
+                match self.enqueue(ticket_key, hash, value) {
+                    Ok((pending, first)) => {
+                        absent.into_table().insert_unique(
+                            hash,
+                            Slot {
+                                key: slot_key,
+                                hash,
+                                live: Some(pending),
+                                cut: None,
+                            },
+                            |s| s.hash,
+                        );
+                        first
+                    }
+                    Err(refused) => {
+                        bump(&cell.overflowed, 1);
+                        drop(shard);
+                        drop((slot_key, refused));
+                        return;
+                    }
+                }
             }
             Ok(mut occupied) => {
                 let slot = occupied.get_mut();
@@ -317,6 +457,7 @@ where
                         // The default merge, in place: no user code, nothing to
                         // repair if it unwinds (only `V`'s own drop runs here, and
                         // an assignment re-initializes its place on unwind).
+                        bump(&cell.received, 1);
                         p.value = value;
                         p.sends += 1;
                         return;
@@ -330,6 +471,7 @@ where
                             epoch,
                             ticket,
                         } = p;
+                        bump(&cell.received, 1);
                         let merge = &self.merge;
                         match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
                             Ok(Some(value)) => {
@@ -341,12 +483,14 @@ where
                                 });
                             }
                             Ok(None) => {
+                                bump(&cell.annihilated, sends + 1);
                                 self.retire(ticket);
                                 if slot.is_vacant() {
                                     occupied.remove();
                                 }
                             }
                             Err(payload) => {
+                                bump(&cell.dropped, sends + 1);
                                 self.retire(ticket);
                                 if slot.is_vacant() {
                                     occupied.remove();
@@ -363,15 +507,9 @@ where
                         debug_assert!(older.epoch < epoch, "epochs only grow");
                         debug_assert!(slot.cut.is_none(), "one cut at a time");
                         slot.cut = Some(Box::new(older));
-                        let (pending, first) = self.enqueue(key.clone(), hash, value);
-                        slot.live = Some(pending);
-                        first
+                        self.start_fresh(cell, slot, key, hash, value)
                     }
-                    None => {
-                        let (pending, first) = self.enqueue(key.clone(), hash, value);
-                        slot.live = Some(pending);
-                        first
-                    }
+                    None => self.start_fresh(cell, slot, key, hash, value),
                 }
             }
         };
@@ -385,12 +523,54 @@ where
         }
     }
 
+    /// A send for a key whose slot exists but holds no current pending value
+    /// (only a cut's): a new pending value at the back, unless the receiver is
+    /// full. Called with the slot's shard locked; returns whether the shared
+    /// list was empty before.
+    fn start_fresh(
+        &self,
+        cell: &Shard<K, V>,
+        slot: &mut Slot<K, V>,
+        key: &K,
+        hash: u64,
+        value: V,
+    ) -> bool {
+        let ticket_key = key.clone();
+        bump(&cell.received, 1);
+        match self.enqueue(ticket_key, hash, value) {
+            Ok((pending, first)) => {
+                slot.live = Some(pending);
+                first
+            }
+            Err(refused) => {
+                bump(&cell.overflowed, 1);
+                drop(refused);
+                false
+            }
+        }
+    }
+
     /// Appends a ticket for a newly pending key; called with its shard locked.
     /// Also returns whether the shared list was empty before.
     /// `key` is the ticket's own copy, made by the caller before anything changed.
-    fn enqueue(&self, key: K, hash: u64, value: V) -> (Pending<V>, bool) {
+    ///
+    /// A bounded receiver with `max_pending` keys pending refuses (drop-new) and
+    /// hands the value back; nothing changes. The count it compares is exact at
+    /// this critical section: `live` changes only under this lock, and so does
+    /// `taken` for a bounded receiver (a pop adds to it before it releases the
+    /// taken key's shard, so no send can see that key gone while the count still
+    /// holds it; a cut zeroes the pending count in the same section that makes
+    /// it one instant).
+    fn enqueue(&self, key: K, hash: u64, value: V) -> Result<(Pending<V>, bool), (K, V)> {
         let cell = &*self.queue;
         let mut q = lock(&cell.lock);
+        if let Some(max) = self.max_pending {
+            // Relaxed: written only under this lock.
+            let pending = cell.live.load(Ordering::Relaxed) - q.taken;
+            if pending >= max {
+                return Err((key, value));
+            }
+        }
         let id = q.next_id;
         q.next_id += 1;
         let idx = q.shared.push_back(key, hash, id);
@@ -415,7 +595,7 @@ where
             epoch,
             ticket,
         };
-        (pending, queued == 1)
+        Ok((pending, queued == 1))
     }
 
     /// Forgets an annihilated (or merge-panicked) pending value; called with its
@@ -453,13 +633,24 @@ where
         true
     }
 
-    /// Takes the value `ticket` names, if it is still pending (consumer only).
-    fn claim(&self, ticket: Ticket<K>, taken: &mut u64) -> Option<Event<K, V>> {
-        let mut shard = lock(self.shard(ticket.hash));
+    /// Takes the value `ticket` names, if it is still pending (consumer only,
+    /// outside a cut). A bounded receiver also counts the take where senders
+    /// check the bound, before the key's shard is released (see `enqueue`).
+    fn claim(&self, ticket: Ticket<K>) -> Option<Event<K, V>> {
+        let mut shard = lock(&self.shard(ticket.hash).lock);
         let found = take_from(&mut shard, ticket);
+        if found.is_some() && self.max_pending.is_some() {
+            lock(&self.queue.lock).taken += 1;
+        }
         drop(shard);
-        *taken += u64::from(found.is_some());
         found
+    }
+
+    /// Takes the value `ticket` names for a cut (which already counted it as
+    /// taken for a bounded receiver).
+    fn claim_for_cut(&self, ticket: Ticket<K>) -> Option<Event<K, V>> {
+        let mut shard = lock(&self.shard(ticket.hash).lock);
+        take_from(&mut shard, ticket)
     }
 
     /// Pops the oldest pending key (consumer only).
@@ -470,7 +661,9 @@ where
                 None if self.refill(local) => continue,
                 None => return None,
             };
-            if let Some(event) = self.claim(ticket, &mut local.taken) {
+            if let Some(event) = self.claim(ticket) {
+                local.taken += 1;
+                local.folded += event.sends;
                 return Some(event);
             }
             // A stale ticket: its value was annihilated after the ticket left the
@@ -493,7 +686,7 @@ where
                 return None;
             }
             let (key, hash, id) = local.private.front().expect("refilled");
-            let shard = lock(self.shard(hash));
+            let shard = lock(&self.shard(hash).lock);
             let found = shard
                 .find(hash, |s| s.key == *key)
                 .and_then(|s| s.live.as_ref().filter(|p| p.ticket.id == id))
@@ -537,29 +730,36 @@ where
             q.seg += 1;
             mem::swap(&mut q.shared, &mut local.spare);
             self.queue.queued.store(0, Ordering::Release);
+            if self.max_pending.is_some() {
+                // Everything pending now belongs to this cut: to senders checking
+                // the bound, nothing is pending any more (see `enqueue`). Relaxed:
+                // `live` is written only under this lock.
+                q.taken = self.queue.live.load(Ordering::Relaxed);
+            }
         }
-        let Local {
-            private,
-            spare,
-            taken,
-        } = local;
+        let Local { private, spare, .. } = &mut *local;
         let mut tickets = Vec::new();
         private.drain_into(&mut tickets);
         spare.drain_into(&mut tickets);
         let mut batch = if tickets.len() < GROUPED_CLAIM_MIN {
             let claimed: Vec<_> = tickets
                 .into_iter()
-                .filter_map(|t| self.claim(t, &mut 0))
+                .filter_map(|t| self.claim_for_cut(t))
                 .collect();
             claimed
         } else {
             self.claim_grouped(tickets)
         };
-        *taken += batch.len() as u64;
+        let sends: u64 = batch.iter().map(|e| e.sends).sum();
         if self.is_closed() {
             // A hard close raced the drain and may have cleared part of it: the
-            // cut then falls after the close, which abandons everything.
+            // cut then falls after the close, which abandons everything. What
+            // the cut had claimed is dropped, like what the close cleared.
+            local.dropped += sends;
             batch.clear();
+        } else {
+            local.taken += batch.len() as u64;
+            local.folded += sends;
         }
         batch
     }
@@ -590,7 +790,7 @@ where
         let mut out: Vec<Option<Event<K, V>>> = (0..tickets.len()).map(|_| None).collect();
         for s in 0..SHARDS {
             for chunk in order[start[s]..start[s + 1]].chunks(CLAIM_CHUNK) {
-                let mut shard = lock(&self.shards[s]);
+                let mut shard = lock(&self.shards[s].lock);
                 for &pos in chunk {
                     let ticket = tickets[pos as usize].take().expect("each position once");
                     out[pos as usize] = take_from(&mut shard, ticket);

@@ -41,10 +41,46 @@
 //!   [`ReceiverBuilder::key_filter`]; the later call wins) apply at send, so an
 //!   unwanted key never takes a slot.
 //! - **A receiver starts empty**: it sees sends made after it was created. Register
-//!   first, then take your snapshot of the producer's state. A send with no live
-//!   receiver returns `Ok(())` after one atomic load.
+//!   first, then take your snapshot of the producer's state, or let the hub keep
+//!   the state and build a snapshot receiver (below). A send with no live
+//!   receiver (and no state table) returns `Ok(())` after one atomic load and
+//!   one count in a slot its thread owns.
 //! - **[`Receiver::try_recv_all`] is one cut**: everything pending as of one
 //!   instant, in queue order, one entry per key.
+//!
+//! # State table, snapshot receivers, accounting and bounds
+//!
+//! - **State table** ([`HubBuilder::retain_latest`]). The hub keeps per key the
+//!   value obtained by applying the hub's merge to every accepted send for it
+//!   (with or without a receiver; `None` removes the key), in first-touch order.
+//!   Memory is bounded by the live key set. [`Hub::latest`] reads one key,
+//!   [`Hub::snapshot`] the whole table as of one instant. Without
+//!   `retain_latest` the hub keeps nothing: `latest` is `None`, `snapshot` is
+//!   empty, and [`ReceiverBuilder::snapshot`] panics (documented). A panicking
+//!   hub merge removes its key from the table, and that send then reaches no
+//!   receiver (the table is updated first).
+//! - **Snapshot receivers** ([`ReceiverBuilder::snapshot`]). Registration is one
+//!   instant: every key in the table at that instant that passes the receiver's
+//!   filter is pending at the new receiver with the table's value and `sends ==
+//!   0`, in table order (the first `max_pending` of them, if bounded); every
+//!   send after it reaches the receiver like any other. Nothing is missing or
+//!   counted twice, so "register before you snapshot" does not apply to such a
+//!   receiver. A later send for a snapshot key merges into it with the
+//!   receiver's merge and the event reports `sends == 1`.
+//! - **Accounting** ([`Receiver::stats`], [`Hub::stats`]). Every send that
+//!   reached a receiver past its filter ends in exactly one of `folded`
+//!   (delivered), `annihilated`, `overflowed`, `dropped` or `pending_sends`, so
+//!   whenever no send is in flight `received == folded + annihilated +
+//!   overflowed + dropped + pending_sends`; `received + filtered` is every send
+//!   accepted while the receiver was registered, less those whose key filter
+//!   panicked (they count nowhere). A panicking merge counts its send and the
+//!   sends folded into the slot it drops as `dropped`. Reading stats never
+//!   blocks a sender.
+//! - **Bounded receivers** ([`ReceiverBuilder::max_pending`]). At most `n` keys
+//!   pending; a send for a key not pending while `n` are is refused at this
+//!   receiver only (drop-new: nothing is renumbered) and counted in
+//!   `overflowed`; sends for pending keys still merge. `max_pending(0)` panics
+//!   (documented).
 //!
 //! # Closing
 //!
@@ -97,13 +133,18 @@
 //! the backlog: the cut's instant is that swap together with an epoch bump, and a
 //! send merges only into a slot of the current epoch (see `core.rs`).
 //!
-//! Measured on a 2-core machine (README, "Performance"): a send with no receiver
-//! costs about 0.5 ns; one sender to one or to sixteen receivers is 1.2-1.8x the
-//! one-mutex baseline's throughput; with several senders it is 0.5-1.1x, because
-//! each receiver's shard is a lock of its own where the baseline takes one lock
-//! per send. Memory per pending key per receiver, `K = u64, V = u64`: 160-210
-//! bytes measured (slot, ticket and the tables' growth slack); an idle receiver
-//! costs about 2.4 KiB (its 16 cache-padded shards).
+//! The state table is sharded like a receiver (16 mutex-guarded maps); a send
+//! updates it inside its in-flight window. A snapshot receiver's registration
+//! sets a `QUIESCE` bit in the state word, waits until no send is in flight,
+//! copies the table into the receiver, registers it and clears the bit: sends
+//! on that hub stall for O(table) meanwhile (only hubs with a table, only while
+//! a snapshot receiver registers). Receiver counters live beside each shard
+//! lock and are written under it with plain stores; the hub's `sent` count
+//! lives in per-thread slots. See docs/design.md for the cost table.
+//!
+//! Measured figures (throughput against the baseline, bytes per pending key and
+//! per idle receiver) are kept in one place, `docs/performance.md`, written from
+//! `bench-report` runs.
 
 mod core;
 mod receiver;
@@ -111,14 +152,16 @@ mod registry;
 mod sender;
 mod shared;
 mod state;
+mod table;
 mod tickets;
 
 pub use crate::error::{RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use crate::event::Event;
+pub use crate::stats::{HubStats, ReceiverStats};
 pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;
 
-use crate::policy::{Merge, ReceiverConfig};
+use crate::policy::{no_state_table, Merge, ReceiverConfig};
 use crate::sync::Arc;
 use core::RxCore;
 use shared::Shared;
@@ -149,7 +192,7 @@ where
     /// A hub whose receivers keep the newer value when a pending key is sent again.
     pub fn new() -> Self {
         Hub {
-            shared: Arc::new(Shared::new(Merge::NewerWins)),
+            shared: Arc::new(Shared::new(Merge::NewerWins, false)),
         }
     }
 
@@ -172,8 +215,97 @@ where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
         Hub {
-            shared: Arc::new(Shared::new(Merge::With(std::sync::Arc::new(merge)))),
+            shared: Arc::new(Shared::new(Merge::With(std::sync::Arc::new(merge)), false)),
         }
+    }
+
+    /// A builder for a hub with a merge and/or a state table
+    /// ([`HubBuilder::retain_latest`]). [`Hub::new`] and [`Hub::with_merge`]
+    /// are its two common cases.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub = Hub::builder()
+    ///     .merge(|total: u64, delta: u64| Some(total + delta))
+    ///     .retain_latest()
+    ///     .build();
+    /// let tx = hub.sender();
+    /// tx.send("requests", 3).unwrap(); // no receiver yet: the table keeps it
+    /// tx.send("requests", 4).unwrap();
+    /// assert_eq!(hub.latest(&"requests"), Some(7));
+    ///
+    /// // A late dashboard starts from the table, then follows the live stream.
+    /// let mut dash = hub.receiver_builder().snapshot().build();
+    /// let first = dash.try_recv().unwrap();
+    /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
+    /// ```
+    pub fn builder() -> HubBuilder<K, V> {
+        HubBuilder {
+            merge: Merge::NewerWins,
+            retain: false,
+            keys: std::marker::PhantomData,
+        }
+    }
+
+    /// The state table's value for `key`: the hub's merge of every accepted
+    /// send for it since it last entered the table. `None` if the key is not in
+    /// the table, or the hub was built without
+    /// [`retain_latest`](HubBuilder::retain_latest).
+    ///
+    /// One hash, one table-shard lock (the lock a send for a key of that shard
+    /// takes for its table update), one clone of the value; never waits for
+    /// anything else.
+    ///
+    /// # Panics
+    /// If called from user code running inside a send of this hub (a merge, a
+    /// key filter), which could hold that very shard lock.
+    pub fn latest(&self, key: &K) -> Option<V> {
+        let table = self.shared.table.as_ref()?;
+        crate::reentrancy::forbid_inside_send(&*self.shared, "Hub::latest");
+        table.get(self.shared.hash(key), key)
+    }
+
+    /// The whole state table as of one instant, in its first-touch order: a
+    /// key enters at the back when a send makes it present, and leaves when the
+    /// hub's merge returns `None`. Empty without
+    /// [`retain_latest`](HubBuilder::retain_latest).
+    ///
+    /// Locks every table shard (in a fixed order) before copying, so sends for
+    /// any key wait for O(keys) clones; allocates the returned `Vec` and sorts
+    /// it (O(keys log keys)) after the locks are released.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::builder().retain_latest().build();
+    /// let tx = hub.sender();
+    /// tx.send("b", 1).unwrap();
+    /// tx.send("a", 2).unwrap();
+    /// tx.send("b", 3).unwrap(); // keeps its place
+    /// assert_eq!(hub.snapshot(), vec![("b", 3), ("a", 2)]);
+    /// ```
+    ///
+    /// # Panics
+    /// If called from user code running inside a send of this hub.
+    pub fn snapshot(&self) -> Vec<(K, V)> {
+        let Some(table) = self.shared.table.as_ref() else {
+            return Vec::new();
+        };
+        crate::reentrancy::forbid_inside_send(&*self.shared, "Hub::snapshot");
+        table
+            .snapshot()
+            .into_iter()
+            .map(|(_, k, v)| (k, v))
+            .collect()
+    }
+
+    /// The send side's accounting: sends accepted and refused, receivers live.
+    /// See [`HubStats`]. Never blocks a sender: lock-free loads (the per-thread
+    /// stripes of the `sent` count, a counter, the state word). Exact once no
+    /// send runs.
+    pub fn stats(&self) -> HubStats {
+        self.shared.stats()
     }
 
     /// A handle to the one send side. Never blocks.
@@ -246,6 +378,67 @@ impl<K, V> fmt::Debug for Hub<K, V> {
     }
 }
 
+/// Builds a [`Hub`]: its merge, and whether it keeps a state table. From
+/// [`Hub::builder`].
+pub struct HubBuilder<K, V> {
+    merge: Merge<V>,
+    retain: bool,
+    keys: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K, V> HubBuilder<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// The hub's merge, as [`Hub::with_merge`]: receivers without their own
+    /// use it, and so does the state table. `None` annihilates (and removes the
+    /// key from the table). Without it: newer wins.
+    pub fn merge<F>(self, merge: F) -> Self
+    where
+        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
+    {
+        HubBuilder {
+            merge: Merge::With(std::sync::Arc::new(merge)),
+            ..self
+        }
+    }
+
+    /// Keeps a state table: per key, the hub's merge of every accepted send
+    /// (whether or not a receiver listens), in first-touch order; `None` from
+    /// the merge removes the key. Enables [`Hub::latest`], [`Hub::snapshot`]
+    /// and [`ReceiverBuilder::snapshot`]. Memory: one entry per live key.
+    ///
+    /// Cost per send: it always enters (one compare-and-swap, even with no
+    /// receiver), then one table-shard lock, one lookup and one value clone
+    /// (plus a key clone and one `fetch_add` when the key enters the table).
+    /// A hub without it pays nothing: the send path tests "no receiver and no
+    /// table" with one mask of the state word it loads anyway.
+    pub fn retain_latest(self) -> Self {
+        HubBuilder {
+            retain: true,
+            ..self
+        }
+    }
+
+    /// The hub. Allocates the shared state (and the table's 16 shards with
+    /// `retain_latest`); never blocks.
+    pub fn build(self) -> Hub<K, V> {
+        Hub {
+            shared: Arc::new(Shared::new(self.merge, self.retain)),
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for HubBuilder<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HubBuilder")
+            .field("merge", &self.merge)
+            .field("retain_latest", &self.retain)
+            .finish()
+    }
+}
+
 /// Configures a [`Receiver`]; from [`Hub::receiver_builder`].
 ///
 /// ```
@@ -306,14 +499,104 @@ where
         }
     }
 
-    /// Registers the receiver. It starts empty; if the hub is closed it is born
-    /// closed.
+    /// Starts the receiver with the hub's state table pending: every key in the
+    /// table that passes this receiver's filter, with the table's value and
+    /// `sends == 0`, in table order (at most [`max_pending`](Self::max_pending)
+    /// of them, the first in that order). The copy and the registration are one
+    /// instant against every send: every send before it is in the table, every
+    /// send after it reaches the receiver like any other, none is missing and
+    /// none counted twice. A later send for a snapshot key merges into it with
+    /// this receiver's merge (the event then says `sends == 1`).
+    ///
+    /// Cost, at [`build`](Self::build): sends on this hub are held off while
+    /// the sends in flight finish and the table is copied and filtered
+    /// (O(keys) clones and filter calls); receivers without `snapshot` never
+    /// hold sends off.
+    ///
+    /// # Panics
+    ///
+    /// If the hub was built without
+    /// [`retain_latest`](HubBuilder::retain_latest): there is no table to
+    /// start from. The message says so.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::builder().retain_latest().build();
+    /// let tx = hub.sender();
+    /// tx.send("cpu", 40).unwrap();
+    /// let mut late = hub.receiver_builder().snapshot().build();
+    /// tx.send("cpu", 41).unwrap(); // merges into the snapshot entry
+    /// let e = late.recv().unwrap();
+    /// assert_eq!((e.key, e.value, e.sends), ("cpu", 41, 1));
+    /// ```
+    #[track_caller]
+    pub fn snapshot(self) -> Self {
+        if self.shared.table.is_none() {
+            no_state_table();
+        }
+        ReceiverBuilder {
+            config: self.config.snapshot(),
+            ..self
+        }
+    }
+
+    /// Bounds the receiver to `n` pending keys. A send for a key that is not
+    /// pending while `n` are is refused at this receiver only (drop-new: the
+    /// pending keys keep their slots and order) and counted in
+    /// [`ReceiverStats::overflowed`]; sends for pending keys still merge.
+    ///
+    /// Cost: none on a coalescing send; a send for a new key compares two
+    /// counters under the queue lock it takes anyway; each pop takes that lock
+    /// once more (to count the take where senders read it).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0 (a receiver that can hold nothing); the message says to pass
+    /// `n >= 1` or leave the bound out.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<u32, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver_builder().max_pending(2).build();
+    /// for k in 0..5 {
+    ///     tx.send(k, k).unwrap();
+    /// }
+    /// assert_eq!(rx.len(), 2);
+    /// assert_eq!(rx.stats().overflowed, 3);
+    /// ```
+    #[track_caller]
+    pub fn max_pending(self, n: usize) -> Self {
+        ReceiverBuilder {
+            config: self.config.max_pending(n),
+            ..self
+        }
+    }
+
+    /// Registers the receiver. It starts empty (unless
+    /// [`snapshot`](Self::snapshot)); if the hub is closed it is born closed.
     pub fn build(self) -> Receiver<K, V> {
-        let merge = self
-            .config
-            .merge
-            .unwrap_or_else(|| self.shared.merge.clone());
-        let core = Arc::new(RxCore::new(self.config.filter, merge));
+        let ReceiverConfig {
+            filter,
+            merge,
+            snapshot,
+            max_pending,
+        } = self.config;
+        let merge = merge.unwrap_or_else(|| self.shared.merge.clone());
+        if snapshot {
+            let core = Arc::new(RxCore::new(filter.clone(), merge, max_pending));
+            self.shared
+                .register_snapshot(&core, &filter, max_pending.unwrap_or(usize::MAX));
+            return Receiver {
+                core,
+                shared: self.shared,
+                local: Default::default(),
+                listener: None,
+            };
+        }
+        let core = Arc::new(RxCore::new(filter, merge, max_pending));
         self.shared.register(&core);
         Receiver {
             core,
@@ -329,6 +612,8 @@ impl<K, V> fmt::Debug for ReceiverBuilder<K, V> {
         f.debug_struct("ReceiverBuilder")
             .field("filter", &self.config.filter)
             .field("merge", &self.config.merge)
+            .field("snapshot", &self.config.snapshot)
+            .field("max_pending", &self.config.max_pending)
             .finish()
     }
 }

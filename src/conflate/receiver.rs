@@ -4,6 +4,7 @@ use super::core::{Local, RxCore};
 use super::shared::Shared;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
+use crate::stats::ReceiverStats;
 use crate::sync::{Arc, Listener};
 use crate::wait::{self, WaitFuture};
 use futures_core::Stream;
@@ -70,7 +71,7 @@ where
             return Ok(Some(found));
         }
         if state.quiescent_closed() {
-            // Drained after a graceful close: deregister now (SPEC conflate rule 7).
+            // Drained after a graceful close: deregister now (conflate rule 7, docs/design.md).
             if self.core.close() {
                 self.shared.deregister(self.core);
             }
@@ -244,6 +245,32 @@ where
     /// Whether no key is pending.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// What became of the sends that reached this receiver; see
+    /// [`ReceiverStats`] for the fields and the conservation law they keep.
+    /// Still readable after the receiver closed.
+    ///
+    /// Never blocks a sender: lock-free loads of the per-shard counters
+    /// (5 × 16) and the consumer's own. Exact whenever no send or close is
+    /// running; while they run, the fields may lag each other, never with
+    /// `pending_sends` underflowing.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver_builder().max_pending(1).build();
+    /// tx.send("a", 1).unwrap();
+    /// tx.send("b", 2).unwrap(); // refused: "a" holds the only slot
+    /// tx.send("a", 3).unwrap(); // merges into "a"
+    /// assert_eq!(rx.recv().unwrap().sends, 2);
+    /// let s = rx.stats();
+    /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
+    /// ```
+    pub fn stats(&self) -> ReceiverStats {
+        self.core.stats(&self.local)
     }
 }
 

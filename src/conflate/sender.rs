@@ -18,7 +18,7 @@ pub struct Sender<K, V> {
 }
 
 /// Ends one send in flight, also when user code panics out of the fan-out, so the
-/// in-flight count can never stay raised (DESIGN-NOTES conflate 4).
+/// in-flight count can never stay raised (docs/design.md, "Panics in user code").
 struct InFlight<'a, K, V> {
     shared: &'a Shared<K, V>,
     slot: usize,
@@ -60,9 +60,10 @@ where
         // The no-receiver fast path: one Acquire load, inlined into the caller.
         let now = self.shared.state.load();
         if now.tx_closed() {
-            return Err(SendError { key, value });
+            return self.shared.refuse(key, value);
         }
-        if now.receivers() == 0 {
+        if now.idle() {
+            self.shared.sent.add();
             return Ok(());
         }
         self.fan_out(key, value, now)
@@ -72,15 +73,35 @@ where
     #[inline(never)]
     fn fan_out(&self, key: K, value: V, seen: Snapshot) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
-        let slot = match shared.state.enter_send(seen) {
-            Entered::Closed => return Err(SendError { key, value }),
-            Entered::NoReceivers => return Ok(()),
-            Entered::InFlight(slot) => slot,
+        let mut seen = seen;
+        let slot = loop {
+            match shared.state.enter_send(seen) {
+                Entered::Closed => return shared.refuse(key, value),
+                Entered::NoReceivers => {
+                    shared.sent.add();
+                    return Ok(());
+                }
+                Entered::InFlight(slot) => break slot,
+                Entered::Quiescing => {
+                    // User code of a snapshot registration on this thread (its
+                    // key filter, a clone) would wait for itself: panic instead.
+                    crate::reentrancy::forbid_inside_send(shared, "Sender::send");
+                    seen = shared.state.wait_quiesced();
+                }
+            }
         };
+        shared.sent.add();
         let _in_flight = InFlight { shared, slot };
         // Dropped before `_in_flight`, whose drop may take the registry lock.
         let _scope = SendScope::enter(shared);
         let hash = shared.hash(&key);
+        if let Some(table) = &shared.table {
+            // Inside the in-flight window, before any receiver: a snapshot
+            // registration (which waits for no send in flight) sees this
+            // update exactly when this send does not reach its receiver. A
+            // panicking hub merge removes the key and reaches no receiver.
+            table.update(hash, &key, &value, &shared.merge);
+        }
         // SAFETY: this send is in flight on `slot` until `_in_flight` drops, after
         // the last use of `receivers`.
         let receivers = unsafe { shared.registry.list(slot) };

@@ -4,9 +4,12 @@
 use super::core::RxCore;
 use super::registry::{ReceiverList, Registry};
 use super::state::HubState;
-use crate::policy::Merge;
-use crate::reentrancy::forbid_inside_send;
-use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
+use super::table::Table;
+use crate::error::SendError;
+use crate::policy::{KeyFilter, Merge};
+use crate::reentrancy::{forbid_inside_send, SendScope};
+use crate::stats::{HubStats, SentCounter};
+use crate::sync::{lock, spin_wait, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 
 /// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under
@@ -38,17 +41,54 @@ pub(crate) struct Shared<K, V> {
     pub(crate) merge: Merge<V>,
     /// `Hub` and `Sender` handles alive; the last one to drop closes the send side.
     handles: AtomicUsize,
+    /// The state table, with `retain_latest` only (the state word's `RETAIN`
+    /// bit says the same to the send path, in the word it loads anyway).
+    pub(crate) table: Option<Table<K, V>>,
+    /// Accepted sends.
+    pub(crate) sent: SentCounter,
+    /// Refused sends (rare: one shared counter).
+    refused: AtomicU64,
+}
+
+/// Clears `QUIESCE` when a snapshot registration ends, also by a panic in the
+/// user code it runs (key filter, clones), so sends can never stay held off.
+struct Unquiesce<'a>(&'a HubState);
+
+impl Drop for Unquiesce<'_> {
+    fn drop(&mut self) {
+        self.0.unquiesce();
+    }
 }
 
 impl<K, V> Shared<K, V> {
-    pub(crate) fn new(merge: Merge<V>) -> Self {
+    pub(crate) fn new(merge: Merge<V>, retain: bool) -> Self {
         Shared {
-            state: HubState::new(),
+            state: HubState::new(retain),
             registry: Registry::new(),
             writer: Mutex::new(Writer { closed: false }),
             hasher: HashState::default(),
             merge,
             handles: AtomicUsize::new(1),
+            table: retain.then(Table::new),
+            sent: SentCounter::new(),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// A refused send: counted, key and value handed back.
+    #[cold]
+    pub(crate) fn refuse(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        // Relaxed: a count; nothing is published through it.
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Err(SendError { key, value })
+    }
+
+    /// The hub's accounting; lock-free loads only.
+    pub(crate) fn stats(&self) -> HubStats {
+        HubStats {
+            sent: self.sent.read(),
+            refused: self.refused.load(Ordering::Relaxed),
+            receivers: self.state.load().receivers(),
         }
     }
 
@@ -61,7 +101,7 @@ impl<K, V> Shared<K, V> {
     }
 
     /// The key's hash, computed once per send and reused for every receiver's shard
-    /// choice and table probe (DESIGN-NOTES conflate 7).
+    /// choice and table probe (docs/design.md, "One hash per send").
     pub(crate) fn hash(&self, key: &K) -> u64
     where
         K: Hash,
@@ -94,6 +134,62 @@ impl<K, V> Shared<K, V> {
             next.push(core.clone());
             next
         });
+    }
+
+    /// Registers a receiver born with the state table pending (rule 12), as one
+    /// instant against every send: sends are held off (`QUIESCE`) and drained,
+    /// the table (which only sends in flight change) is copied into `core`,
+    /// `core` is registered, and sends resume. A send is thus either in the
+    /// copy and never reaches `core`, or reaches `core` and is not in the copy.
+    ///
+    /// Senders stall meanwhile for O(table) clones plus the key filter over the
+    /// table: the price of the instant, paid only by hubs with a table and only
+    /// while a snapshot receiver registers.
+    pub(crate) fn register_snapshot(
+        &self,
+        core: &Arc<RxCore<K, V>>,
+        filter: &KeyFilter<K>,
+        limit: usize,
+    ) where
+        K: Eq + Clone,
+        V: Clone,
+    {
+        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        let w = self.lock_writer();
+        if w.closed || self.state.load().tx_closed() {
+            core.close();
+            return;
+        }
+        let table = self
+            .table
+            .as_ref()
+            .expect("ReceiverBuilder::snapshot checked that the hub keeps a table");
+        self.state.quiesce();
+        let _resume = Unquiesce(&self.state);
+        // Acquire (in `load`) pairs with each send's Release `leave_send`: once
+        // the count reads zero, every table update of a send that entered
+        // before the quiesce happens-before the copy below.
+        spin_wait(|| self.state.load().senders_in_flight() == 0);
+        {
+            // The clones and the filter are user code: a call back into this
+            // hub from them would wait for this registration (a send spins on
+            // QUIESCE, the others need the writer lock); make it panic instead.
+            let _scope = SendScope::enter(self);
+            let entries = table.snapshot();
+            core.seed(
+                entries
+                    .into_iter()
+                    .filter(|(_, key, _)| filter.accepts(key))
+                    .take(limit),
+            );
+        }
+        self.registry.replace(&self.state, |list| {
+            let mut next = list.clone();
+            next.push(core.clone());
+            next
+        });
+        // `_resume` clears QUIESCE (after the flip: a send that enters then
+        // reads the list with `core` in it), then the writer lock is released.
     }
 
     pub(crate) fn deregister(&self, core: &RxCore<K, V>) {

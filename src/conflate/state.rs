@@ -4,12 +4,22 @@
 //! threads without a lock:
 //!
 //! ```text
-//!  63          62           61 ..= 43          42 ..= 24          23        22 ..= 0
-//! [TX_CLOSED] [HUB_CLOSED] [in flight on 1] [in flight on 0] [CURRENT] [live receivers]
+//!  63          62           61 ..= 43          42 ..= 24          23        22         21       20 ..= 0
+//! [TX_CLOSED] [HUB_CLOSED] [in flight on 1] [in flight on 0] [CURRENT] [QUIESCE] [RETAIN] [live receivers]
 //! ```
 //!
-//! - **No-receiver fast path**: a send loads the word once; no live receiver means
-//!   `Ok(())` with nothing else touched.
+//! - **No-receiver fast path**: a send loads the word once; no live receiver and
+//!   no state table (`RETAIN` clear) means `Ok(())` with nothing else touched
+//!   but the sent count. Both are tested with one mask, so a hub without a table
+//!   pays nothing for the table's existence.
+//! - **Snapshot registration** (`QUIESCE`): a registrar building a receiver from
+//!   the state table sets `QUIESCE` (under the registry writer lock), waits until
+//!   no send is in flight, copies the table into the new receiver, registers it
+//!   and clears the bit. A send does not enter while the bit is set, and entering
+//!   is a compare-and-swap on this word, so every send is wholly before the
+//!   registration (its table update is copied, and it never reaches the new
+//!   receiver) or wholly after it (it reaches the receiver, and its table update
+//!   is not in the copy). Only a hub with `RETAIN` can ever set the bit.
 //! - **Close versus send**: a send *enters* with one compare-and-swap that adds
 //!   it to the in-flight count of the `CURRENT` receiver list; the CAS only
 //!   succeeds on a word without `TX_CLOSED`. A send that entered publishes and
@@ -19,7 +29,7 @@
 //! - **Drained**: a receiver is finished after a graceful close only when it sees
 //!   `TX_CLOSED` with *no sender in flight* and nothing pending. A send that passed
 //!   the check but has not reached the receiver yet keeps the in-flight count raised,
-//!   so the receiver cannot report `Closed` early (DESIGN-NOTES conflate 3). The
+//!   so the receiver cannot report `Closed` early (docs/design.md, "Close versus send"). The
 //!   sender that takes the count to zero after a close wakes every receiver.
 //! - **Which receiver list a send reads** (see `registry.rs`): there are two list
 //!   slots; `CURRENT` names the one new sends use, and each slot has its own
@@ -27,9 +37,11 @@
 //!   the same word, and may only overwrite a slot again once its count is zero: a
 //!   grace period, as in RCU, counted by the word every send already touches.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{spin_wait, AtomicU64, Ordering};
 
-const RECEIVER_MASK: u64 = (1 << 23) - 1;
+const RECEIVER_MASK: u64 = (1 << 21) - 1;
+const RETAIN: u64 = 1 << 21;
+const QUIESCE: u64 = 1 << 22;
 const CURRENT: u64 = 1 << 23;
 const SENDER_SHIFT: [u32; 2] = [24, 43];
 const SENDER_MAX: u64 = (1 << 19) - 1;
@@ -51,6 +63,17 @@ impl Snapshot {
 
     pub(crate) fn receivers(self) -> u64 {
         self.0 & RECEIVER_MASK
+    }
+
+    /// No live receiver and no state table: a send has nothing to do.
+    #[inline]
+    pub(crate) fn idle(self) -> bool {
+        self.0 & (RECEIVER_MASK | RETAIN) == 0
+    }
+
+    /// A snapshot registration holds sends off.
+    pub(crate) fn quiescing(self) -> bool {
+        self.0 & QUIESCE != 0
     }
 
     /// The receiver-list slot new sends read.
@@ -77,17 +100,23 @@ impl Snapshot {
 pub(crate) enum Entered {
     /// The send side is closed: publish nothing, return `Err`.
     Closed,
-    /// No live receiver: nothing to publish, return `Ok`.
+    /// No live receiver and no state table: nothing to publish, return `Ok`.
     NoReceivers,
     /// In flight on this receiver-list slot: publish, then `leave_send(slot)`.
     InFlight(usize),
+    /// A snapshot registration holds sends off: call
+    /// [`HubState::wait_quiesced`], then `enter_send` again. Only a hub with a
+    /// table can answer this.
+    Quiescing,
 }
 
 pub(crate) struct HubState(AtomicU64);
 
 impl HubState {
-    pub(crate) fn new() -> Self {
-        HubState(AtomicU64::new(0))
+    /// `retain`: the hub keeps a state table, so every send enters (it has the
+    /// table to update even with no receiver). Fixed for the hub's life.
+    pub(crate) fn new(retain: bool) -> Self {
+        HubState(AtomicU64::new(if retain { RETAIN } else { 0 }))
     }
 
     /// Acquire pairs with the Release of `flip_list` (a sender that sees a
@@ -113,8 +142,13 @@ impl HubState {
             if seen.tx_closed() {
                 return Entered::Closed;
             }
-            if seen.receivers() == 0 {
+            if seen.idle() {
                 return Entered::NoReceivers;
+            }
+            if seen.quiescing() {
+                // A snapshot registration is copying the table: the caller
+                // waits (`wait_quiesced`) and decides afresh.
+                return Entered::Quiescing;
             }
             let slot = seen.current();
             assert!(
@@ -148,6 +182,34 @@ impl HubState {
     /// every `enter_send`.
     pub(crate) fn close_tx(&self) {
         self.0.fetch_or(TX_CLOSED, Ordering::AcqRel);
+    }
+
+    /// Waits, holding nothing, until no snapshot registration holds sends off;
+    /// returns the word that says so.
+    pub(crate) fn wait_quiesced(&self) -> Snapshot {
+        spin_wait(|| !self.load().quiescing());
+        self.load()
+    }
+
+    /// Holds new sends off (see the module docs). The caller holds the registry
+    /// writer lock (so at most one registrar quiesces at a time) and must call
+    /// [`unquiesce`](Self::unquiesce), on every path, panics included.
+    ///
+    /// AcqRel: the RMW puts the bit at one point in the word's modification
+    /// order; every `enter_send` CAS before it is counted in flight (the
+    /// registrar then waits for it), every one after it fails on the changed
+    /// word and sees the bit.
+    pub(crate) fn quiesce(&self) {
+        let before = Snapshot(self.0.fetch_or(QUIESCE, Ordering::AcqRel));
+        debug_assert!(!before.quiescing(), "one registrar at a time");
+        debug_assert!(before.0 & RETAIN != 0, "only a hub with a table quiesces");
+    }
+
+    /// Lets sends enter again. Release: a send that enters after seeing the bit
+    /// clear (its CAS reads this value or a later one) sees the new receiver
+    /// list, seeded with the table, and flipped before this.
+    pub(crate) fn unquiesce(&self) {
+        self.0.fetch_and(!QUIESCE, Ordering::AcqRel);
     }
 
     /// Hard close: the send side and the hub.

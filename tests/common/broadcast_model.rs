@@ -1,5 +1,5 @@
 //! A single-threaded reference model of the `keybus::broadcast` API, written straight
-//! from SPEC.md and keybus-api.md: the retained revisions in a `VecDeque`.
+//! from the contract (docs/design.md) and the API docs: the retained revisions in a `VecDeque`.
 //!
 //! Like `conflate_model.rs`, a third opinion for the differential runner, adapted by
 //! `broadcast_impl!` like any real module. Only the non-blocking forms exist: a

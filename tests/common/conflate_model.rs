@@ -1,5 +1,5 @@
 //! A single-threaded reference model of the `keybus::conflate` API, written straight
-//! from SPEC.md and keybus-api.md with no concern for speed: one `VecDeque` of
+//! from the contract (docs/design.md) and the API docs with no concern for speed: one `VecDeque` of
 //! pending slots per receiver, in first-touch order.
 //!
 //! It is a third opinion for the differential runner: until the baseline lands it is
@@ -53,12 +53,54 @@ struct Slot<K, V> {
     sends: u64,
 }
 
+/// The model's accounting (same field names as `keybus::ReceiverStats`, whose
+/// `#[non_exhaustive]` keeps the model from building one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    pub received: u64,
+    pub filtered: u64,
+    pub delivered: u64,
+    pub folded: u64,
+    pub annihilated: u64,
+    pub overflowed: u64,
+    pub dropped: u64,
+    pub pending: u64,
+    pub pending_sends: u64,
+}
+
+/// As `keybus::HubStats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HubStats {
+    pub sent: u64,
+    pub refused: u64,
+    pub receivers: u64,
+}
+
 struct Rx<K, V> {
     filter: Filter<K>,
     merge: Option<MergeBox<V>>,
     /// Pending keys in first-touch order; at most one slot per key.
     queue: VecDeque<Slot<K, V>>,
     closed: bool,
+    max_pending: Option<usize>,
+    /// Counters kept by hand; `pending` and `pending_sends` are computed.
+    stats: ReceiverStats,
+}
+
+impl<K, V> Rx<K, V> {
+    /// Closes this receiver, dropping what is pending (counted as dropped).
+    fn close_and_drop(&mut self) {
+        if !self.closed {
+            self.closed = true;
+        }
+        self.stats.dropped += self.queue.iter().map(|s| s.sends).sum::<u64>();
+        self.queue.clear();
+    }
+
+    fn took(&mut self, sends: u64) {
+        self.stats.delivered += 1;
+        self.stats.folded += sends;
+    }
 }
 
 struct State<K, V> {
@@ -69,6 +111,10 @@ struct State<K, V> {
     handles: usize,
     tx_closed: bool,
     hub_closed: bool,
+    /// The state table (`retain_latest`), in first-touch order.
+    table: Option<Vec<(K, V)>>,
+    sent: u64,
+    refused: u64,
 }
 
 type Shared<K, V> = Rc<RefCell<State<K, V>>>;
@@ -90,6 +136,37 @@ pub struct ReceiverBuilder<K, V> {
     shared: Shared<K, V>,
     filter: Filter<K>,
     merge: Option<MergeBox<V>>,
+    snapshot: bool,
+    max_pending: Option<usize>,
+}
+
+pub struct HubBuilder<K, V> {
+    merge: Option<MergeBox<V>>,
+    retain: bool,
+    keys: std::marker::PhantomData<K>,
+}
+
+impl<K: Eq + Clone + 'static, V: Clone + 'static> HubBuilder<K, V> {
+    pub fn merge<F>(self, merge: F) -> Self
+    where
+        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
+    {
+        HubBuilder {
+            merge: Some(Rc::new(merge)),
+            ..self
+        }
+    }
+
+    pub fn retain_latest(self) -> Self {
+        HubBuilder {
+            retain: true,
+            ..self
+        }
+    }
+
+    pub fn build(self) -> Hub<K, V> {
+        Hub::with(self.merge, self.retain)
+    }
 }
 
 fn acquire<K, V>(shared: &Shared<K, V>) -> Shared<K, V> {
@@ -110,7 +187,7 @@ fn deregister<K, V>(shared: &Shared<K, V>, rx: &Rc<RefCell<Rx<K, V>>>) {
 }
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
-    fn with(merge: Option<MergeBox<V>>) -> Self {
+    fn with(merge: Option<MergeBox<V>>, retain: bool) -> Self {
         Hub {
             shared: Rc::new(RefCell::new(State {
                 merge,
@@ -118,20 +195,53 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
                 handles: 1,
                 tx_closed: false,
                 hub_closed: false,
+                table: retain.then(Vec::new),
+                sent: 0,
+                refused: 0,
             })),
         }
     }
 
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Self::with(None)
+        Self::with(None, false)
     }
 
     pub fn with_merge<F>(merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
-        Self::with(Some(Rc::new(merge)))
+        Self::with(Some(Rc::new(merge)), false)
+    }
+
+    pub fn builder() -> HubBuilder<K, V> {
+        HubBuilder {
+            merge: None,
+            retain: false,
+            keys: std::marker::PhantomData,
+        }
+    }
+
+    pub fn latest(&self, key: &K) -> Option<V> {
+        let s = self.shared.borrow();
+        s.table
+            .as_ref()?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    pub fn snapshot(&self) -> Vec<(K, V)> {
+        self.shared.borrow().table.clone().unwrap_or_default()
+    }
+
+    pub fn stats(&self) -> HubStats {
+        let s = self.shared.borrow();
+        HubStats {
+            sent: s.sent,
+            refused: s.refused,
+            receivers: s.receivers.len() as u64,
+        }
     }
 
     pub fn sender(&self) -> Sender<K, V> {
@@ -149,6 +259,8 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
             shared: self.shared.clone(),
             filter: Filter::All,
             merge: None,
+            snapshot: false,
+            max_pending: None,
         }
     }
 
@@ -161,9 +273,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
             std::mem::take(&mut s.receivers)
         };
         for rx in receivers {
-            let mut rx = rx.borrow_mut();
-            rx.closed = true;
-            rx.queue.clear();
+            rx.borrow_mut().close_and_drop();
         }
     }
 
@@ -214,15 +324,58 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
         }
     }
 
+    pub fn snapshot(self) -> Self {
+        assert!(
+            self.shared.borrow().table.is_some(),
+            "model: snapshot() on a hub without retain_latest"
+        );
+        ReceiverBuilder {
+            snapshot: true,
+            ..self
+        }
+    }
+
+    pub fn max_pending(self, n: usize) -> Self {
+        assert!(n >= 1, "model: max_pending(0)");
+        ReceiverBuilder {
+            max_pending: Some(n),
+            ..self
+        }
+    }
+
     pub fn build(self) -> Receiver<K, V> {
+        // Born closed once the send side is closed (both implementations do
+        // so for either close kind: nothing could ever reach it).
+        let born_closed = self.shared.borrow().tx_closed;
+        let mut queue = VecDeque::new();
+        if self.snapshot && !born_closed {
+            // The filter is user code and may panic: then nothing registers.
+            // It runs on table entries in order until `max_pending` passed.
+            let table = self.shared.borrow().table.clone().unwrap_or_default();
+            let limit = self.max_pending.unwrap_or(usize::MAX);
+            for (key, value) in table {
+                if queue.len() == limit {
+                    break;
+                }
+                if self.filter.accepts(&key) {
+                    queue.push_back(Slot {
+                        key,
+                        value,
+                        sends: 0,
+                    });
+                }
+            }
+        }
         let mut s = self.shared.borrow_mut();
         let rx = Rc::new(RefCell::new(Rx {
             filter: self.filter,
             merge: self.merge.or_else(|| s.merge.clone()),
-            queue: VecDeque::new(),
-            closed: s.hub_closed, // born closed after Hub::close
+            queue,
+            closed: born_closed,
+            max_pending: self.max_pending,
+            stats: ReceiverStats::default(),
         }));
-        if !s.hub_closed {
+        if !born_closed {
             s.receivers.push(rx.clone());
         }
         drop(s);
@@ -235,23 +388,56 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
     pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-        let receivers = {
-            let s = self.shared.borrow();
+        let (receivers, merge) = {
+            let mut s = self.shared.borrow_mut();
             if s.tx_closed {
+                s.refused += 1;
                 return Err(SendError { key, value });
             }
-            s.receivers.clone()
+            s.sent += 1;
+            (s.receivers.clone(), s.merge.clone())
         };
+        // The table first, with the hub's merge; a panic there reaches no
+        // receiver and drops the key's entry.
+        let entry = {
+            let mut s = self.shared.borrow_mut();
+            match s.table.as_mut() {
+                None => None,
+                Some(table) => match table.iter().position(|(k, _)| *k == key) {
+                    None => {
+                        table.push((key.clone(), value.clone()));
+                        None
+                    }
+                    Some(pos) => Some((pos, table.remove(pos))),
+                },
+            }
+        };
+        if let Some((pos, (k, prev))) = entry {
+            let merged = match &merge {
+                None => Some(value.clone()),
+                Some(m) => m(prev, value.clone()),
+            };
+            if let Some(v) = merged {
+                let mut s = self.shared.borrow_mut();
+                s.table.as_mut().expect("retained").insert(pos, (k, v));
+            }
+        }
         // Fan out in registration order. User code runs with no borrow held, so a
         // panic leaves every receiver consistent: the ones before have the send,
         // the panicking one and the ones after do not.
         for rx in &receivers {
             let accepted = rx.borrow().filter.accepts(&key);
             if !accepted {
+                rx.borrow_mut().stats.filtered += 1;
                 continue;
             }
             let mut r = rx.borrow_mut();
             let Some(pos) = r.queue.iter().position(|slot| slot.key == key) else {
+                r.stats.received += 1;
+                if r.max_pending.is_some_and(|n| r.queue.len() >= n) {
+                    r.stats.overflowed += 1;
+                    continue;
+                }
                 r.queue.push_back(Slot {
                     key: key.clone(),
                     value: value.clone(),
@@ -259,24 +445,38 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
                 });
                 continue;
             };
+            r.stats.received += 1;
             // Take the slot out before the merge: if the merge panics, the pending
-            // value is gone (keybus-api.md, rule 9), exactly as here.
+            // value is gone (conflate rule 9), exactly as here.
             let prev = r.queue.remove(pos).expect("position is in range");
             let merge = r.merge.clone();
             drop(r);
+            let prev_sends = prev.sends;
             let merged = match merge {
                 None => Some(value.clone()),
-                Some(m) => m(prev.value, value.clone()),
+                Some(m) => {
+                    let next = value.clone();
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        m(prev.value, next)
+                    })) {
+                        Ok(merged) => merged,
+                        Err(payload) => {
+                            rx.borrow_mut().stats.dropped += prev_sends + 1;
+                            std::panic::resume_unwind(payload);
+                        }
+                    }
+                }
             };
-            if let Some(merged) = merged {
-                rx.borrow_mut().queue.insert(
+            match merged {
+                Some(merged) => rx.borrow_mut().queue.insert(
                     pos,
                     Slot {
                         key: prev.key,
                         value: merged,
-                        sends: prev.sends + 1,
+                        sends: prev_sends + 1,
                     },
-                );
+                ),
+                None => rx.borrow_mut().stats.annihilated += prev_sends + 1,
             }
         }
         Ok(())
@@ -305,7 +505,7 @@ impl<K, V> Drop for Sender<K, V> {
     }
 }
 
-/// What a receive finds, by SPEC precedence: closed beats empty beats value.
+/// What a receive finds, by the precedence of conflate rule 6: closed beats empty beats value.
 enum Ready {
     Closed,
     Empty,
@@ -337,6 +537,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
 
     fn pop(&self) -> Event<K, V> {
         let slot = self.rx.borrow_mut().queue.pop_front().expect("ready");
+        self.rx.borrow_mut().took(slot.sends);
         Event {
             key: slot.key,
             value: slot.value,
@@ -356,14 +557,21 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
         match self.ready() {
             Ready::Closed => Err(TryRecvError::Closed),
             Ready::Empty => Err(TryRecvError::Empty),
-            Ready::Value => Ok(std::mem::take(&mut self.rx.borrow_mut().queue)
-                .into_iter()
-                .map(|slot| Event {
-                    key: slot.key,
-                    value: slot.value,
-                    sends: slot.sends,
-                })
-                .collect()),
+            Ready::Value => {
+                let mut r = self.rx.borrow_mut();
+                let all = std::mem::take(&mut r.queue);
+                for slot in &all {
+                    r.took(slot.sends);
+                }
+                Ok(all
+                    .into_iter()
+                    .map(|slot| Event {
+                        key: slot.key,
+                        value: slot.value,
+                        sends: slot.sends,
+                    })
+                    .collect())
+            }
         }
     }
 
@@ -432,11 +640,18 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
     pub fn close(&self) {
         let mut r = self.rx.borrow_mut();
         if !r.closed {
-            r.closed = true;
-            r.queue.clear();
+            r.close_and_drop();
             drop(r);
             deregister(&self.shared, &self.rx);
         }
+    }
+
+    pub fn stats(&self) -> ReceiverStats {
+        let r = self.rx.borrow();
+        let mut s = r.stats;
+        s.pending = r.queue.len() as u64;
+        s.pending_sends = r.queue.iter().map(|slot| slot.sends).sum();
+        s
     }
 
     pub fn is_closed(&self) -> bool {
@@ -462,8 +677,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
         let mut r = self.rx.borrow_mut();
-        r.closed = true;
-        r.queue.clear();
+        r.close_and_drop();
         drop(r);
         deregister(&self.shared, &self.rx);
     }

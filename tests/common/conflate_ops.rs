@@ -152,6 +152,11 @@ pub struct RxSpec {
     pub keys: Vec<KeyStep>,
     /// `None`: the hub's merge.
     pub merge: Option<MergeFn>,
+    /// `.snapshot()`, applied only on a hub with a state table (elsewhere it is a
+    /// documented panic, which `tests/bad_input_conflate_state.rs` pins).
+    pub snapshot: bool,
+    /// `.max_pending(n)`.
+    pub max_pending: Option<u8>,
 }
 
 /// One step of a conflate sequence. Handle indices are taken modulo the number of
@@ -206,6 +211,17 @@ pub enum Op {
         rx: u8,
     },
     NewReceiver(RxSpec),
+    /// `Hub::latest(&key)` on the first hub.
+    Latest {
+        key: K,
+    },
+    /// `Hub::snapshot()` on the first hub.
+    HubSnapshot,
+    /// `Receiver::stats()` (also compared after every op; this records it in
+    /// the outcome tally).
+    Stats {
+        rx: u8,
+    },
     /// `Receiver::close`, keeping the handle for later ops.
     CloseReceiver {
         rx: u8,
@@ -239,14 +255,17 @@ pub enum Op {
     /// of a sequence with nothing to do.
     Restart {
         hub_merge: Option<MergeFn>,
+        retain: bool,
         receiver: RxSpec,
     },
 }
 
-/// A whole sequence: the hub's merge (`None`: `Hub::new()`) and the ops.
+/// A whole sequence: the hub's merge (`None`: `Hub::new()`), whether it keeps a
+/// state table (`Hub::builder().retain_latest()`), and the ops.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
     pub hub_merge: Option<MergeFn>,
+    pub retain: bool,
     pub ops: Vec<Op>,
 }
 
@@ -279,14 +298,21 @@ fn gen_rx_spec(src: &mut impl Source) -> RxSpec {
     } else {
         gen_merge(src)
     };
-    RxSpec { keys, merge }
+    let snapshot = src.below(3) == 0;
+    let max_pending = (src.below(4) == 0).then(|| 1 + src.below(3) as u8);
+    RxSpec {
+        keys,
+        merge,
+        snapshot,
+        max_pending,
+    }
 }
 
 impl Op {
     /// Decodes one op. The weights keep most sequences alive (closes are rare) and
     /// busy (sends dominate, receives close behind).
     pub fn generate(src: &mut impl Source) -> Op {
-        const WEIGHTS: [u32; 26] = [
+        const WEIGHTS: [u32; 29] = [
             300, // Send
             70,  // TryRecv
             35,  // TryRecvAll
@@ -313,6 +339,9 @@ impl Op {
             20,  // RecvAsyncOnce
             10,  // PollNextOnce
             20,  // RecvIfReady
+            8,   // Latest
+            6,   // HubSnapshot
+            8,   // Stats
         ];
         let slot = |src: &mut _| Source::byte(src);
         match src.weighted(&WEIGHTS) {
@@ -344,14 +373,18 @@ impl Op {
             21 => Op::DropAllHandles,
             22 => Op::Restart {
                 hub_merge: gen_merge(src),
+                retain: src.below(2) == 0,
                 receiver: gen_rx_spec(src),
             },
             23 => Op::RecvAsyncOnce { rx: slot(src) },
             24 => Op::PollNextOnce { rx: slot(src) },
-            _ => Op::RecvIfReady {
+            25 => Op::RecvIfReady {
                 rx: slot(src),
                 how: src.below(3) as u8,
             },
+            26 => Op::Latest { key: gen_key(src) },
+            27 => Op::HubSnapshot,
+            _ => Op::Stats { rx: slot(src) },
         }
     }
 }
@@ -361,6 +394,7 @@ impl Scenario {
     /// then ops until `max_ops` or until the source runs dry.
     pub fn generate(src: &mut impl Source, max_ops: usize) -> Scenario {
         let hub_merge = gen_merge(src);
+        let retain = src.below(2) == 0;
         let mut ops = Vec::new();
         for _ in 0..=src.below(3) {
             ops.push(Op::NewReceiver(gen_rx_spec(src)));
@@ -368,8 +402,25 @@ impl Scenario {
         while ops.len() < max_ops && !src.is_exhausted() {
             ops.push(Op::generate(src));
         }
-        Scenario { hub_merge, ops }
+        Scenario {
+            hub_merge,
+            retain,
+            ops,
+        }
     }
+}
+
+/// A receiver's or hub's accounting, normalised: `ReceiverStats` field by field
+/// (`received, filtered, delivered, folded, annihilated, overflowed, dropped,
+/// pending, pending_sends`).
+pub type St = [u64; 9];
+
+/// `HubStats`: `sent, refused, receivers`.
+pub type HubSt = [u64; 3];
+
+/// `received == folded + annihilated + overflowed + dropped + pending_sends`.
+pub fn conserved(s: &St) -> bool {
+    s[0] == s[3] + s[4] + s[5] + s[6] + s[8]
 }
 
 /// A delivered event, normalised so that any implementation's `Event` compares.
@@ -406,6 +457,9 @@ pub enum Outcome {
     IterNext(Option<Ev>),
     Usize(usize),
     Bool(bool),
+    Latest(Option<N>),
+    Table(Vec<(K, N)>),
+    Stats(St),
 }
 
 impl Outcome {
@@ -443,6 +497,11 @@ impl Outcome {
             Outcome::IterNext(None) => "iter end",
             Outcome::Usize(_) => "len",
             Outcome::Bool(_) => "bool query",
+            Outcome::Latest(Some(_)) => "latest some",
+            Outcome::Latest(None) => "latest none",
+            Outcome::Table(t) if t.is_empty() => "snapshot empty",
+            Outcome::Table(_) => "snapshot some",
+            Outcome::Stats(_) => "stats",
         }
     }
 }
@@ -452,6 +511,10 @@ impl Outcome {
 pub struct Snapshot {
     /// Per receiver: `(len, is_empty, is_closed)`.
     pub receivers: Vec<(usize, bool, bool)>,
+    /// Per receiver: its stats.
+    pub stats: Vec<St>,
+    /// The first hub's stats, while there is one.
+    pub hub_stats: Option<HubSt>,
     pub senders_closed: Vec<bool>,
     pub hubs_closed: Vec<bool>,
 }
@@ -463,11 +526,16 @@ pub trait ConflateImpl {
     type Sender;
     type Receiver;
 
-    fn hub(merge: Option<MergeFn>) -> Self::Hub;
+    fn hub(merge: Option<MergeFn>, retain: bool) -> Self::Hub;
+    fn latest(hub: &Self::Hub, key: K) -> Option<N>;
+    fn table(hub: &Self::Hub) -> Vec<(K, N)>;
+    fn hub_stats(hub: &Self::Hub) -> HubSt;
+    fn stats(rx: &Self::Receiver) -> St;
     fn clone_hub(hub: &Self::Hub) -> Self::Hub;
     fn sender(hub: &Self::Hub) -> Self::Sender;
     fn clone_sender(tx: &Self::Sender) -> Self::Sender;
-    fn receiver(hub: &Self::Hub, spec: &RxSpec) -> Self::Receiver;
+    /// `retain`: the hub keeps a table, so `spec.snapshot` applies.
+    fn receiver(hub: &Self::Hub, spec: &RxSpec, retain: bool) -> Self::Receiver;
     fn hub_close(hub: &Self::Hub);
     fn hub_is_closed(hub: &Self::Hub) -> bool;
 
@@ -507,11 +575,40 @@ macro_rules! conflate_impl {
             type Sender = $($m)::+::Sender<K, V>;
             type Receiver = $($m)::+::Receiver<K, V>;
 
-            fn hub(merge: Option<MergeFn>) -> Self::Hub {
-                match merge {
-                    None => $($m)::+::Hub::new(),
-                    Some(m) => $($m)::+::Hub::with_merge(m.closure()),
+            fn hub(merge: Option<MergeFn>, retain: bool) -> Self::Hub {
+                match (merge, retain) {
+                    (None, false) => $($m)::+::Hub::new(),
+                    (Some(m), false) => $($m)::+::Hub::with_merge(m.closure()),
+                    (None, true) => $($m)::+::Hub::builder().retain_latest().build(),
+                    (Some(m), true) => $($m)::+::Hub::builder()
+                        .merge(m.closure())
+                        .retain_latest()
+                        .build(),
                 }
+            }
+            fn latest(hub: &Self::Hub, key: K) -> Option<N> {
+                hub.latest(&key).map(|v| v.n)
+            }
+            fn table(hub: &Self::Hub) -> Vec<(K, N)> {
+                hub.snapshot().into_iter().map(|(k, v)| (k, v.n)).collect()
+            }
+            fn hub_stats(hub: &Self::Hub) -> HubSt {
+                let s = hub.stats();
+                [s.sent, s.refused, s.receivers]
+            }
+            fn stats(rx: &Self::Receiver) -> St {
+                let s = rx.stats();
+                [
+                    s.received,
+                    s.filtered,
+                    s.delivered,
+                    s.folded,
+                    s.annihilated,
+                    s.overflowed,
+                    s.dropped,
+                    s.pending,
+                    s.pending_sends,
+                ]
             }
             fn clone_hub(hub: &Self::Hub) -> Self::Hub {
                 hub.clone()
@@ -522,8 +619,13 @@ macro_rules! conflate_impl {
             fn clone_sender(tx: &Self::Sender) -> Self::Sender {
                 tx.clone()
             }
-            fn receiver(hub: &Self::Hub, spec: &RxSpec) -> Self::Receiver {
-                if spec.keys.is_empty() && spec.merge.is_none() {
+            fn receiver(hub: &Self::Hub, spec: &RxSpec, retain: bool) -> Self::Receiver {
+                let snapshot = spec.snapshot && retain;
+                if spec.keys.is_empty()
+                    && spec.merge.is_none()
+                    && !snapshot
+                    && spec.max_pending.is_none()
+                {
                     return hub.receiver();
                 }
                 let mut builder = hub.receiver_builder();
@@ -535,6 +637,12 @@ macro_rules! conflate_impl {
                 }
                 if let Some(m) = spec.merge {
                     builder = builder.merge(m.closure());
+                }
+                if let Some(n) = spec.max_pending {
+                    builder = builder.max_pending(usize::from(n));
+                }
+                if snapshot {
+                    builder = builder.snapshot();
                 }
                 builder.build()
             }
@@ -629,6 +737,11 @@ conflate_impl!(Model => model);
 
 /// One implementation's handles, driven by ops.
 pub struct World<I: ConflateImpl> {
+    /// Whether the hub keeps a state table.
+    retain: bool,
+    /// Values the table held when a hub handle last told (for when none is
+    /// left to ask; see `stray_values`).
+    table_len: Option<usize>,
     hubs: Vec<I::Hub>,
     senders: Vec<I::Sender>,
     receivers: Vec<I::Receiver>,
@@ -640,10 +753,12 @@ pub struct World<I: ConflateImpl> {
 
 impl<I: ConflateImpl> World<I> {
     /// A hub and one sender; receivers come from the sequence's first ops.
-    pub fn new(hub_merge: Option<MergeFn>) -> Self {
-        let hub = I::hub(hub_merge);
+    pub fn new(hub_merge: Option<MergeFn>, retain: bool) -> Self {
+        let hub = I::hub(hub_merge, retain);
         let tx = I::sender(&hub);
         World {
+            retain,
+            table_len: retain.then_some(0),
             hubs: vec![hub],
             senders: vec![tx],
             receivers: Vec::new(),
@@ -653,12 +768,27 @@ impl<I: ConflateImpl> World<I> {
     }
 
     /// Values alive minus pending slots: 0 when every value the implementation
-    /// holds is one a receiver will deliver (SPEC rules 3 and 7), and none
+    /// holds is one a receiver will deliver (conflate rules 3 and 7), and none
     /// outlived an earlier hub's handles.
+    ///
+    /// With a state table, its values count as held too, as long as any handle
+    /// or receiver keeps the hub's shared state alive. Without a hub handle to
+    /// ask, the table's size is unknown while a sender can still change it: the
+    /// check then waits for the teardown (which must free everything).
     pub fn stray_values(&self) -> isize {
+        let table = match (self.retain, self.hubs.first()) {
+            (false, _) => 0,
+            (true, Some(hub)) => I::table(hub).len(),
+            (true, None) if !self.senders.is_empty() => return 0,
+            (true, None) if self.receivers.is_empty() => 0,
+            (true, None) => match self.table_len {
+                Some(len) => len,
+                None => return 0,
+            },
+        };
         let alive = Arc::strong_count(&self.life) - 1 + self.leaked;
         let pending: usize = self.receivers.iter().map(I::len).sum();
-        alive as isize - pending as isize
+        alive as isize - pending as isize - table as isize
     }
 
     /// Drops every handle and receiver; returns how many values survived that,
@@ -670,6 +800,7 @@ impl<I: ConflateImpl> World<I> {
             receivers,
             life,
             leaked,
+            ..
         } = self;
         drop(hubs);
         drop(senders);
@@ -686,9 +817,25 @@ impl<I: ConflateImpl> World<I> {
         pick(self.senders.len(), index).map(|n| &self.senders[n])
     }
 
-    /// Applies one op. A send runs under [`harness::catch`] because user code may
-    /// panic out of it on purpose; any other panic reaches the caller.
+    /// Applies one op (see [`Self::apply_op`]), then notes the table's size
+    /// while a hub handle can tell it.
     pub fn apply(&mut self, op: &Op) -> Outcome {
+        let outcome = self.apply_op(op);
+        if self.retain {
+            match self.hubs.first() {
+                Some(hub) => self.table_len = Some(I::table(hub).len()),
+                // A send no hub handle can see: the table's size is unknown.
+                None if matches!(op, Op::Send { .. }) => self.table_len = None,
+                None => {}
+            }
+        }
+        outcome
+    }
+
+    /// Applies one op. A send, and building a snapshot receiver (its key filter
+    /// runs over the table), run under [`harness::catch`] because user code may
+    /// panic out of them on purpose; any other panic reaches the caller.
+    fn apply_op(&mut self, op: &Op) -> Outcome {
         use Outcome::{Bool, Done, Skipped, Usize};
         match *op {
             Op::Send { tx, key, value } => match self.tx(tx) {
@@ -740,11 +887,26 @@ impl<I: ConflateImpl> World<I> {
             Op::IsClosed { rx } => self.rx(rx).map_or(Skipped, |r| Bool(I::is_closed(r))),
             Op::NewReceiver(ref spec) => match self.hubs.first() {
                 Some(hub) if self.receivers.len() < MAX_RECEIVERS => {
-                    self.receivers.push(I::receiver(hub, spec));
-                    Done
+                    let retain = self.retain;
+                    match harness::catch(|| I::receiver(hub, spec, retain)) {
+                        Ok(rx) => {
+                            self.receivers.push(rx);
+                            Done
+                        }
+                        Err(panic) => Outcome::Panicked(panic),
+                    }
                 }
                 _ => Skipped,
             },
+            Op::Latest { key } => self
+                .hubs
+                .first()
+                .map_or(Skipped, |h| Outcome::Latest(I::latest(h, key))),
+            Op::HubSnapshot => self
+                .hubs
+                .first()
+                .map_or(Skipped, |h| Outcome::Table(I::table(h))),
+            Op::Stats { rx } => self.rx(rx).map_or(Skipped, |r| Outcome::Stats(I::stats(r))),
             Op::CloseReceiver { rx } => self.rx(rx).map_or(Skipped, |r| {
                 I::close(r);
                 Done
@@ -819,11 +981,13 @@ impl<I: ConflateImpl> World<I> {
             }
             Op::Restart {
                 hub_merge,
+                retain,
                 ref receiver,
             } => {
-                let old = std::mem::replace(self, World::new(hub_merge));
+                let old = std::mem::replace(self, World::new(hub_merge, retain));
                 self.leaked = old.teardown();
-                let rx = I::receiver(&self.hubs[0], receiver);
+                // A fresh table is empty: a snapshot filter has nothing to run on.
+                let rx = I::receiver(&self.hubs[0], receiver, retain);
                 self.receivers.push(rx);
                 Done
             }
@@ -838,6 +1002,8 @@ impl<I: ConflateImpl> World<I> {
                 .iter()
                 .map(|r| (I::len(r), I::is_empty(r), I::is_closed(r)))
                 .collect(),
+            stats: self.receivers.iter().map(I::stats).collect(),
+            hub_stats: self.hubs.first().map(I::hub_stats),
             senders_closed: self.senders.iter().map(I::sender_is_closed).collect(),
             hubs_closed: self.hubs.iter().map(I::hub_is_closed).collect(),
         }
@@ -875,14 +1041,26 @@ impl<I: ConflateImpl> Lockstep for World<I> {
         World::epilogue(self)
     }
     fn check_alone(&self) -> Option<String> {
+        // The conservation law, after every step (nothing is in flight between
+        // steps of one thread).
+        for (i, r) in self.receivers.iter().enumerate() {
+            let s = I::stats(r);
+            if !conserved(&s) {
+                return Some(format!("receiver {i}: conservation law broken: {s:?}"));
+            }
+        }
         let stray = self.stray_values();
-        (stray != 0).then(|| format!("{stray} values alive beyond pending slots"))
+        (stray != 0).then(|| format!("{stray} values alive beyond pending slots and the table"))
     }
 }
 
 impl fmt::Display for Scenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "hub merge: {:?}", self.hub_merge)?;
+        writeln!(
+            f,
+            "hub merge: {:?}, retain_latest: {}",
+            self.hub_merge, self.retain
+        )?;
         for (i, op) in self.ops.iter().enumerate() {
             writeln!(f, "{i:>4}: {op:?}")?;
         }
@@ -893,14 +1071,19 @@ impl fmt::Display for Scenario {
 impl Scenario {
     /// The shortest sub-sequence (by chunk deletion) on which `fails` still holds.
     pub fn shrink(&self, mut fails: impl FnMut(&Scenario) -> bool) -> Scenario {
-        let hub_merge = self.hub_merge;
+        let (hub_merge, retain) = (self.hub_merge, self.retain);
         let ops = harness::shrink(self.ops.clone(), |ops| {
             fails(&Scenario {
                 hub_merge,
+                retain,
                 ops: ops.to_vec(),
             })
         });
-        Scenario { hub_merge, ops }
+        Scenario {
+            hub_merge,
+            retain,
+            ops,
+        }
     }
 }
 
@@ -909,8 +1092,8 @@ impl Scenario {
 ///
 /// Returns a tally of outcome kinds (see [`Outcome::label`]) for coverage reports.
 pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tally, Mismatch> {
-    let mut a = World::<A>::new(scenario.hub_merge);
-    let mut b = World::<B>::new(scenario.hub_merge);
+    let mut a = World::<A>::new(scenario.hub_merge, scenario.retain);
+    let mut b = World::<B>::new(scenario.hub_merge, scenario.retain);
     let tally = harness::lockstep(&mut a, &mut b, &scenario.ops)?;
     let (la, lb) = (a.teardown(), b.teardown());
     if la != 0 || lb != 0 {

@@ -3,7 +3,8 @@
 use super::receiver::Receiver;
 use super::sender::{SendSide, Sender};
 use super::shared::Shared;
-use crate::policy::{Merge, ReceiverConfig};
+use crate::policy::{no_state_table, Merge, ReceiverConfig};
+use crate::stats::HubStats;
 use crate::sync::Arc;
 use std::fmt;
 use std::hash::Hash;
@@ -74,11 +75,77 @@ where
     }
 
     fn from_merge(merge: Merge<V>) -> Self {
+        Self::from_parts(merge, false)
+    }
+
+    fn from_parts(merge: Merge<V>, retain: bool) -> Self {
         Hub {
             side: Arc::new(SendSide {
-                shared: Arc::new(Shared::new(merge)),
+                shared: Arc::new(Shared::new(merge, retain)),
             }),
         }
+    }
+
+    /// A builder for a hub with a merge and/or a state table
+    /// ([`HubBuilder::retain_latest`]). [`Hub::new`] and [`Hub::with_merge`]
+    /// are its two common cases.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub = Hub::builder()
+    ///     .merge(|total: u64, delta: u64| Some(total + delta))
+    ///     .retain_latest()
+    ///     .build();
+    /// let tx = hub.sender();
+    /// tx.send("requests", 3).unwrap(); // no receiver yet: the table keeps it
+    /// tx.send("requests", 4).unwrap();
+    /// assert_eq!(hub.latest(&"requests"), Some(7));
+    ///
+    /// // A late dashboard starts from the table, then follows the live stream.
+    /// let mut dash = hub.receiver_builder().snapshot().build();
+    /// let first = dash.try_recv().unwrap();
+    /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
+    /// ```
+    pub fn builder() -> HubBuilder<K, V> {
+        HubBuilder {
+            merge: Merge::NewerWins,
+            retain: false,
+            keys: std::marker::PhantomData,
+        }
+    }
+
+    /// The state table's value for `key`: the hub's merge of every accepted
+    /// send for it since it last entered the table. `None` if the key is not in
+    /// the table, or the hub was built without
+    /// [`retain_latest`](HubBuilder::retain_latest).
+    ///
+    /// Takes the hub mutex once (none without a table); one hash, one lookup,
+    /// one clone of the value.
+    pub fn latest(&self, key: &K) -> Option<V> {
+        self.side.shared.latest(key)
+    }
+
+    /// The whole state table as of one instant (one hold of the hub mutex), in
+    /// the table's first-touch order: a key enters at the back when a send
+    /// makes it present, and leaves when the merge returns `None`. Empty
+    /// without [`retain_latest`](HubBuilder::retain_latest).
+    ///
+    /// Holds the hub mutex for O(keys) clones, which stalls every send
+    /// meanwhile; allocates the returned `Vec`.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::builder().retain_latest().build();
+    /// let tx = hub.sender();
+    /// tx.send("b", 1).unwrap();
+    /// tx.send("a", 2).unwrap();
+    /// tx.send("b", 3).unwrap(); // keeps its place
+    /// assert_eq!(hub.snapshot(), vec![("b", 3), ("a", 2)]);
+    /// ```
+    pub fn snapshot(&self) -> Vec<(K, V)> {
+        self.side.shared.snapshot()
     }
 
     /// A handle to the send side (the same one on every call). One reference
@@ -128,6 +195,69 @@ impl<K, V> Hub<K, V> {
     pub fn is_closed(&self) -> bool {
         self.side.shared.state.load().hub_closed()
     }
+
+    /// The send side's accounting: sends accepted and refused, receivers live.
+    /// See [`HubStats`]. Never blocks a sender: lock-free loads (a few
+    /// per-thread stripes of the `sent` count). Exact once no send runs.
+    pub fn stats(&self) -> HubStats {
+        self.side.shared.stats()
+    }
+}
+
+/// Builds a [`Hub`]: its merge, and whether it keeps a state table. From
+/// [`Hub::builder`].
+pub struct HubBuilder<K, V> {
+    merge: Merge<V>,
+    retain: bool,
+    keys: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K, V> fmt::Debug for HubBuilder<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HubBuilder")
+            .field("merge", &self.merge)
+            .field("retain_latest", &self.retain)
+            .finish()
+    }
+}
+
+impl<K, V> HubBuilder<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// The hub's merge, as [`Hub::with_merge`]: receivers without their own
+    /// use it, and so does the state table. `None` annihilates (and removes the
+    /// key from the table). Without it: newer wins.
+    pub fn merge<F>(self, merge: F) -> Self
+    where
+        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
+    {
+        HubBuilder {
+            merge: Merge::With(std::sync::Arc::new(merge)),
+            ..self
+        }
+    }
+
+    /// Keeps a state table: per key, the hub's merge of every accepted send
+    /// (whether or not a receiver listens), in first-touch order; `None` from
+    /// the merge removes the key. Enables [`Hub::latest`], [`Hub::snapshot`]
+    /// and [`ReceiverBuilder::snapshot`]. Memory: one entry per live key.
+    ///
+    /// Cost: every send then takes the hub mutex, even with no receiver, for
+    /// one more lookup and merge (and a key and value clone when the key
+    /// enters the table, a value clone otherwise).
+    pub fn retain_latest(self) -> Self {
+        HubBuilder {
+            retain: true,
+            ..self
+        }
+    }
+
+    /// The hub. Allocates the shared state; never blocks.
+    pub fn build(self) -> Hub<K, V> {
+        Hub::from_parts(self.merge, self.retain)
+    }
 }
 
 /// Configures one receiver: which keys it takes and how it coalesces.
@@ -144,6 +274,8 @@ impl<K, V> fmt::Debug for ReceiverBuilder<K, V> {
         f.debug_struct("ReceiverBuilder")
             .field("filter", &self.config.filter)
             .field("merge", &self.config.merge)
+            .field("snapshot", &self.config.snapshot)
+            .field("max_pending", &self.config.max_pending)
             .finish()
     }
 }
@@ -193,9 +325,79 @@ where
         }
     }
 
-    /// Registers the receiver. It starts empty and sees only sends that happen
-    /// after this returns; born closed if the send side is already closed.
-    /// Takes the hub mutex once; allocates the receiver's wake-up primitive.
+    /// Starts the receiver with the hub's state table pending: every key in the
+    /// table that passes this receiver's filter, with the table's value and
+    /// `sends == 0`, in table order (at most [`max_pending`](Self::max_pending)
+    /// of them, the first in that order). The copy and the registration are one
+    /// instant (one hold of the hub mutex): every send before it is in the
+    /// table, every send after it reaches the receiver like any other, none is
+    /// missing and none counted twice. A later send for a snapshot key merges
+    /// into it with this receiver's merge (the event then says `sends == 1`).
+    ///
+    /// # Panics
+    ///
+    /// If the hub was built without
+    /// [`retain_latest`](HubBuilder::retain_latest): there is no table to
+    /// start from. The message says so.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::builder().retain_latest().build();
+    /// let tx = hub.sender();
+    /// tx.send("cpu", 40).unwrap();
+    /// let mut late = hub.receiver_builder().snapshot().build();
+    /// tx.send("cpu", 41).unwrap(); // merges into the snapshot entry
+    /// let e = late.recv().unwrap();
+    /// assert_eq!((e.key, e.value, e.sends), ("cpu", 41, 1));
+    /// ```
+    #[track_caller]
+    pub fn snapshot(self) -> Self {
+        if !self.shared.retains() {
+            no_state_table();
+        }
+        ReceiverBuilder {
+            config: self.config.snapshot(),
+            ..self
+        }
+    }
+
+    /// Bounds the receiver to `n` pending keys. A send for a key that is not
+    /// pending while `n` are is refused at this receiver only (drop-new: the
+    /// pending keys keep their slots and order) and counted in
+    /// [`ReceiverStats::overflowed`](crate::ReceiverStats::overflowed); sends
+    /// for pending keys still merge. O(1) per send.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0 (a receiver that can hold nothing); the message says to pass
+    /// `n >= 1` or leave the bound out.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<u32, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver_builder().max_pending(2).build();
+    /// for k in 0..5 {
+    ///     tx.send(k, k).unwrap();
+    /// }
+    /// assert_eq!(rx.len(), 2);
+    /// assert_eq!(rx.stats().overflowed, 3);
+    /// ```
+    #[track_caller]
+    pub fn max_pending(self, n: usize) -> Self {
+        ReceiverBuilder {
+            config: self.config.max_pending(n),
+            ..self
+        }
+    }
+
+    /// Registers the receiver. It starts empty (unless
+    /// [`snapshot`](Self::snapshot)) and sees only sends that happen after this
+    /// returns; born closed if the send side is already closed. Takes the hub
+    /// mutex once; allocates the receiver's wake-up primitive; a snapshot
+    /// receiver also copies the table under the mutex (O(keys)).
     pub fn build(self) -> Receiver<K, V> {
         let registration = self.shared.register(self.config);
         Receiver::new(self.shared, registration)

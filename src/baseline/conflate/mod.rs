@@ -44,8 +44,9 @@
 //!   one setting, the later call wins) apply at send, so an unwanted key never
 //!   takes a slot.
 //! - A receiver starts empty: it sees only sends made after it was created.
-//!   Register before taking any snapshot of the producer's state; there is no
-//!   replay. A send with no live receiver returns `Ok(())` and publishes
+//!   Register before taking any snapshot of the producer's state, or let the
+//!   hub keep the state and build a snapshot receiver (below). A send with no
+//!   live receiver (and no state table) returns `Ok(())` and publishes
 //!   nothing.
 //! - Sends fan out to receivers in registration order.
 //! - [`Receiver::try_recv_all`] takes everything pending as of one instant, in
@@ -55,6 +56,41 @@
 //!   still returns a ready value. A dropped [`Receiver::recv_async`] future
 //!   consumes nothing. "Closed" means: this receiver or the hub was closed, or
 //!   the send side closed and nothing is pending.
+//!
+//! # State table, snapshot receivers, accounting and bounds
+//!
+//! - **State table** ([`HubBuilder::retain_latest`]). The hub keeps per key the
+//!   value obtained by applying the hub's merge to every accepted send for it
+//!   (with or without a receiver; `None` removes the key), in first-touch order.
+//!   Memory is bounded by the live key set. [`Hub::latest`] reads one key,
+//!   [`Hub::snapshot`] the whole table as of one instant. Without
+//!   `retain_latest` the hub keeps nothing: `latest` is `None`, `snapshot` is
+//!   empty, and [`ReceiverBuilder::snapshot`] panics (documented). A panicking
+//!   hub merge removes its key from the table, and that send then reaches no
+//!   receiver (the table is updated first).
+//! - **Snapshot receivers** ([`ReceiverBuilder::snapshot`]). Registration is one
+//!   instant (one hold of the hub mutex): every key in the table at that instant that passes the receiver's
+//!   filter is pending at the new receiver with the table's value and `sends ==
+//!   0`, in table order (the first `max_pending` of them, if bounded); every
+//!   send after it reaches the receiver like any other. Nothing is missing or
+//!   counted twice, so "register before you snapshot" does not apply to such a
+//!   receiver. A later send for a snapshot key merges into it with the
+//!   receiver's merge and the event reports `sends == 1`.
+//! - **Accounting** ([`Receiver::stats`], [`Hub::stats`]). Every send that
+//!   reached a receiver past its filter ends in exactly one of `folded`
+//!   (delivered), `annihilated`, `overflowed`, `dropped` or `pending_sends`, so
+//!   whenever no send is in flight `received == folded + annihilated +
+//!   overflowed + dropped + pending_sends`; `received + filtered` is every send
+//!   accepted while the receiver was registered, less those whose key filter
+//!   panicked (they count nowhere). A panicking merge counts its send and the
+//!   sends folded into the slot it drops as `dropped`. Reading stats never
+//!   blocks a sender: the counters are written under the hub mutex and read
+//!   without it.
+//! - **Bounded receivers** ([`ReceiverBuilder::max_pending`]). At most `n` keys
+//!   pending; a send for a key not pending while `n` are is refused at this
+//!   receiver only (drop-new: nothing is renumbered) and counted in
+//!   `overflowed`; sends for pending keys still merge. `max_pending(0)` panics
+//!   (documented).
 //!
 //! # Closing
 //!
@@ -108,7 +144,10 @@
 //!
 //! # Performance
 //!
-//! - A send with no live receiver: one atomic load, no lock, no hashing.
+//! - A send with no live receiver (and no state table): one atomic load and
+//!   one count in a slot its thread owns; no lock, no hashing.
+//! - With a state table every send takes the hub mutex, receivers or not, for
+//!   one more lookup and merge.
 //! - Otherwise: one hash per send, then the hub mutex for the whole fan-out:
 //!   per receiver a filter check and an O(1) lookup; coalescing allocates
 //!   nothing. The key and value are cloned per accepting receiver but the last.
@@ -132,7 +171,9 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use crate::{Event, RecvError, RecvTimeoutError, SendError, TryRecvError};
-pub use hub::{Hub, ReceiverBuilder};
+pub use crate::{
+    Event, HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError,
+};
+pub use hub::{Hub, HubBuilder, ReceiverBuilder};
 pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;

@@ -18,7 +18,7 @@ use crate::event::Event;
 use crate::policy::Merge;
 use hashbrown::HashTable;
 use std::mem;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// "No node": the end of the list or of the free list.
 const NIL: usize = usize::MAX;
@@ -46,12 +46,18 @@ enum Slot<K, V> {
 }
 
 /// What a send did to a pending slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Merged {
     /// The merge returned `Some`: the slot holds the merged value.
     Kept,
-    /// The merge returned `None`: slot and queue entry are gone.
-    Annihilated,
+    /// The merge returned `None`: slot and queue entry are gone, with the sends
+    /// that had been folded into the removed value.
+    Annihilated { sends: u64 },
+    /// The merge panicked: the slot is gone (as if annihilated), with the sends
+    /// folded into it. The caller accounts for them, then resumes the panic.
+    Panicked {
+        sends: u64,
+        payload: Box<dyn std::any::Any + Send>,
+    },
 }
 
 pub(super) struct KeyQueue<K, V> {
@@ -172,13 +178,31 @@ impl<K, V> KeyQueue<K, V> {
         Some(out)
     }
 
+    /// Every pending entry in queue order, as `(hash, key, value)`.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &K, &V)> + '_ {
+        let mut at = self.head;
+        std::iter::from_fn(move || match at {
+            NIL => None,
+            now => {
+                let node = self.node(now);
+                at = node.links.next;
+                Some((node.links.hash, &node.key, &node.value))
+            }
+        })
+    }
+
     /// Appends a key that is not pending (the caller checked with [`Self::find`]).
     /// Allocates only when the slab or the index must grow.
     pub(super) fn push_back(&mut self, hash: u64, key: K, value: V) {
+        self.push_back_with(hash, key, value, 1);
+    }
+
+    /// [`Self::push_back`] with the entry's `sends` given: 0 for a snapshot entry.
+    pub(super) fn push_back_with(&mut self, hash: u64, key: K, value: V, sends: u64) {
         let node = Node {
             key,
             value,
-            sends: 1,
+            sends,
             links: Links {
                 hash,
                 prev: self.tail,
@@ -214,8 +238,8 @@ impl<K, V> KeyQueue<K, V> {
     /// keeps its queue position, or goes entirely if `merge` returns `None`.
     ///
     /// If `merge` panics the slot is dropped (as if annihilated: the pending
-    /// value was moved into the merge and is gone), then the panic resumes.
-    /// Allocates nothing.
+    /// value was moved into the merge and is gone) and the panic is handed back
+    /// for the caller to resume. Allocates nothing.
     pub(super) fn merge_into(&mut self, at: usize, next: V, merge: &Merge<V>) -> Merged {
         // Out of the slab, the node cannot be seen half-merged; if the merge does
         // not keep it, only its slot needs repair.
@@ -237,12 +261,12 @@ impl<K, V> KeyQueue<K, V> {
             }
             Ok(None) => {
                 self.detach(at, links);
-                Merged::Annihilated
+                Merged::Annihilated { sends }
             }
-            Err(panic) => {
+            Err(payload) => {
                 self.detach(at, links);
                 drop(key);
-                resume_unwind(panic)
+                Merged::Panicked { sends, payload }
             }
         }
     }
@@ -259,5 +283,10 @@ impl<K: Eq, V> KeyQueue<K, V> {
                 Slot::Free(_) => false,
             })
             .copied()
+    }
+
+    /// The pending value of `key`, if any. Runs `K: Eq`; changes nothing.
+    pub(super) fn get(&self, hash: u64, key: &K) -> Option<&V> {
+        self.find(hash, key).map(|at| &self.node(at).value)
     }
 }

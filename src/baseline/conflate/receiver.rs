@@ -3,9 +3,10 @@
 //! blocking, deadline, async and `Stream` forms.
 
 use super::queue::KeyQueue;
-use super::shared::{Registration, Shared};
+use super::shared::{Registration, RxCounters, Shared};
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
+use crate::stats::ReceiverStats;
 use crate::sync::{Arc, Listener, Notify};
 use crate::wait::{block, poll_attempt, WaitFuture};
 use futures_core::Stream;
@@ -26,6 +27,7 @@ pub struct Receiver<K, V> {
     shared: Arc<Shared<K, V>>,
     id: u64,
     notify: Arc<Notify>,
+    counters: Arc<RxCounters>,
     /// The `Stream` impl's parking state, kept between polls.
     listener: Option<Listener>,
 }
@@ -52,9 +54,14 @@ impl<K, V> Drop for Receiver<K, V> {
     }
 }
 
+/// The tally of one delivered event.
+fn one<K, V>(event: &Event<K, V>) -> (u64, u64) {
+    (1, event.sends)
+}
+
 /// The blocking forms' attempt: `None` means "nothing yet, wait".
 fn attempt<K, V>(shared: &Shared<K, V>, id: u64) -> Option<Result<Event<K, V>, RecvError>> {
-    match shared.take(id, KeyQueue::pop_front) {
+    match shared.take(id, KeyQueue::pop_front, one) {
         Ok(event) => Some(Ok(event)),
         Err(TryRecvError::Closed) => Some(Err(RecvError)),
         Err(TryRecvError::Empty) => None,
@@ -67,6 +74,7 @@ impl<K, V> Receiver<K, V> {
             shared,
             id: registration.id,
             notify: registration.notify,
+            counters: registration.counters,
             listener: None,
         }
     }
@@ -98,6 +106,32 @@ impl<K, V> Receiver<K, V> {
     /// once.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// What became of the sends that reached this receiver; see
+    /// [`ReceiverStats`] for the fields and the conservation law they keep.
+    /// Still readable after the receiver closed.
+    ///
+    /// Never blocks a sender: eight lock-free loads of counters the hub mutex's
+    /// holders write. Exact whenever no send, receive or close is running;
+    /// while they run, the fields may lag each other (never with
+    /// `pending_sends` underflowing).
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver_builder().max_pending(1).build();
+    /// tx.send("a", 1).unwrap();
+    /// tx.send("b", 2).unwrap(); // refused: "a" holds the only slot
+    /// tx.send("a", 3).unwrap(); // merges into "a"
+    /// assert_eq!(rx.recv().unwrap().sends, 2);
+    /// let s = rx.stats();
+    /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
+    /// ```
+    pub fn stats(&self) -> ReceiverStats {
+        self.counters.read()
     }
 }
 
@@ -166,7 +200,7 @@ where
     /// [`recv`](Self::recv), else [`TryRecvError::Empty`] when nothing is
     /// pending. Takes the hub mutex once; O(1).
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.shared.take(self.id, KeyQueue::pop_front)
+        self.shared.take(self.id, KeyQueue::pop_front, one)
     }
 
     /// Takes everything pending as of one instant (one hold of the hub mutex),
@@ -179,7 +213,9 @@ where
     /// As [`try_recv`](Self::try_recv). Holds the hub mutex for O(pending
     /// keys) moves, running no user code; allocates the returned `Vec`.
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.shared.take(self.id, KeyQueue::drain)
+        self.shared.take(self.id, KeyQueue::drain, |batch| {
+            (batch.len() as u64, batch.iter().map(|e| e.sends).sum())
+        })
     }
 
     /// A clone of the head, which stays pending (same `sends`). Two peeks can
@@ -193,11 +229,15 @@ where
     /// the key and value under it (a panicking `Clone` leaves the receiver
     /// unchanged).
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.shared.take(self.id, |queue| {
-            queue
-                .head()
-                .map(|(key, value, sends)| Event::new(key.clone(), value.clone(), sends))
-        })
+        self.shared.take(
+            self.id,
+            |queue| {
+                queue
+                    .head()
+                    .map(|(key, value, sends)| Event::new(key.clone(), value.clone(), sends))
+            },
+            |_| (0, 0),
+        )
     }
 
     /// [`recv`](Self::recv) as a future, for any executor (no runtime

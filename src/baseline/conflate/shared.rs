@@ -1,14 +1,13 @@
 //! The state every handle points at: the state word, the one hub mutex and,
 //! under it, every receiver's pending set.
 
-use super::queue::KeyQueue;
+use super::queue::{KeyQueue, Merged};
 use super::state::State;
 use crate::error::{SendError, TryRecvError};
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
 use crate::reentrancy::{forbid_inside_send, SendScope};
-#[cfg(test)]
-use crate::sync::AtomicU64;
-use crate::sync::{lock, Arc, Mutex, MutexGuard, Notify};
+use crate::stats::{bump, HubStats, ReceiverStats, SentCounter};
+use crate::sync::{lock, Arc, AtomicU64, Mutex, MutexGuard, Notify, Ordering};
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash};
 use std::mem;
@@ -21,6 +20,12 @@ pub(super) struct Shared<K, V> {
     merge: Merge<V>,
     /// One hash per send serves every receiver's index.
     hasher: foldhash::fast::RandomState,
+    /// Whether `Inner::table` exists (fixed at build), readable without the mutex.
+    retain: bool,
+    /// Accepted sends (striped: the no-receiver path takes no lock).
+    sent: SentCounter,
+    /// Refused sends (rare: a plain shared counter).
+    refused: AtomicU64,
     /// Acquisitions of `inner`, so a test can prove a path never takes it.
     #[cfg(test)]
     pub(super) locks: AtomicU64,
@@ -31,6 +36,9 @@ struct Inner<K, V> {
     /// also ascending `id` order, so a receiver finds itself by binary search.
     receivers: Vec<RxState<K, V>>,
     next_id: u64,
+    /// The state table (`retain_latest`): per key, the hub's merge of every
+    /// accepted send, in first-touch order. Its entries' `sends` mean nothing.
+    table: Option<KeyQueue<K, V>>,
 }
 
 /// One registered receiver, as the send path sees it.
@@ -40,12 +48,76 @@ struct RxState<K, V> {
     merge: Merge<V>,
     queue: KeyQueue<K, V>,
     notify: Arc<Notify>,
+    max_pending: Option<usize>,
+    counters: Arc<RxCounters>,
 }
 
 /// What registration hands to a new `Receiver`.
 pub(super) struct Registration {
     pub(super) id: u64,
     pub(super) notify: Arc<Notify>,
+    pub(super) counters: Arc<RxCounters>,
+}
+
+/// One receiver's accounting. Every field is written under the hub mutex with
+/// [`bump`] (plain load and store) and read without it, so reading stats never
+/// blocks a sender. `pending_sends` is not stored: it is what `received` has not
+/// yet accounted for.
+#[derive(Default)]
+pub(super) struct RxCounters {
+    received: AtomicU64,
+    filtered: AtomicU64,
+    delivered: AtomicU64,
+    folded: AtomicU64,
+    annihilated: AtomicU64,
+    overflowed: AtomicU64,
+    dropped: AtomicU64,
+    pending: AtomicU64,
+}
+
+impl RxCounters {
+    /// A lock-free read. The settled counters are loaded before `received`:
+    /// writers store `received` first in each critical section (Release) and
+    /// readers Acquire, so the settled sum read never exceeds the `received`
+    /// read after it, and `pending_sends` never underflows.
+    pub(super) fn read(&self) -> ReceiverStats {
+        let load = |c: &AtomicU64| c.load(Ordering::Acquire);
+        let delivered = load(&self.delivered);
+        let folded = load(&self.folded);
+        let annihilated = load(&self.annihilated);
+        let overflowed = load(&self.overflowed);
+        let dropped = load(&self.dropped);
+        let pending = load(&self.pending);
+        let filtered = load(&self.filtered);
+        let received = load(&self.received);
+        ReceiverStats::derived(
+            received,
+            filtered,
+            delivered,
+            folded,
+            annihilated,
+            overflowed,
+            dropped,
+            pending,
+        )
+    }
+
+    /// Sends folded into the values pending now. Caller holds the hub mutex, so
+    /// the counters are exact.
+    fn pending_sends_locked(&self) -> u64 {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        load(&self.received)
+            - load(&self.folded)
+            - load(&self.annihilated)
+            - load(&self.overflowed)
+            - load(&self.dropped)
+    }
+
+    /// Everything pending was dropped undelivered (a close). Hub mutex held.
+    fn drop_pending_locked(&self) {
+        bump(&self.dropped, self.pending_sends_locked());
+        self.pending.store(0, Ordering::Release);
+    }
 }
 
 impl<K, V> Inner<K, V> {
@@ -57,20 +129,26 @@ impl<K, V> Inner<K, V> {
     /// its pending keys and values (user `Drop` code) after unlocking.
     fn deregister(&mut self, pos: usize, state: &State) -> RxState<K, V> {
         state.deregister_locked();
-        self.receivers.remove(pos)
+        let gone = self.receivers.remove(pos);
+        gone.counters.drop_pending_locked();
+        gone
     }
 }
 
 impl<K, V> Shared<K, V> {
-    pub(super) fn new(merge: Merge<V>) -> Self {
+    pub(super) fn new(merge: Merge<V>, retain: bool) -> Self {
         Shared {
             state: State::new(),
             inner: Mutex::new(Inner {
                 receivers: Vec::new(),
                 next_id: 0,
+                table: retain.then(KeyQueue::new),
             }),
             merge,
             hasher: foldhash::fast::RandomState::default(),
+            retain,
+            sent: SentCounter::new(),
+            refused: AtomicU64::new(0),
             #[cfg(test)]
             locks: AtomicU64::new(0),
         }
@@ -110,6 +188,9 @@ impl<K, V> Shared<K, V> {
             return;
         }
         let gone = mem::take(&mut inner.receivers);
+        for rx in &gone {
+            rx.counters.drop_pending_locked();
+        }
         drop(inner);
         for rx in &gone {
             rx.notify.notify(usize::MAX);
@@ -130,10 +211,13 @@ impl<K, V> Shared<K, V> {
     /// side's precedence: closed beats empty beats value. `op` returns `None`
     /// exactly when the queue is empty. A receiver that finds its queue empty
     /// after a graceful close deregisters itself here.
+    /// `tally` says how many events and how many folded sends `op`'s answer
+    /// delivered (zero for a peek).
     pub(super) fn take<R>(
         &self,
         id: u64,
         op: impl FnOnce(&mut KeyQueue<K, V>) -> Option<R>,
+        tally: impl FnOnce(&R) -> (u64, u64),
     ) -> Result<R, TryRecvError> {
         let mut inner = self.lock("a receive on a Receiver");
         // Not registered: closed itself, torn down by `Hub::close`, born closed,
@@ -141,7 +225,16 @@ impl<K, V> Shared<K, V> {
         let Some(pos) = inner.position(id) else {
             return Err(TryRecvError::Closed);
         };
-        if let Some(r) = op(&mut inner.receivers[pos].queue) {
+        let rx = &mut inner.receivers[pos];
+        if let Some(r) = op(&mut rx.queue) {
+            let (events, sends) = tally(&r);
+            if events > 0 {
+                bump(&rx.counters.delivered, events);
+                bump(&rx.counters.folded, sends);
+                rx.counters
+                    .pending
+                    .store(rx.queue.len() as u64, Ordering::Release);
+            }
             return Ok(r);
         }
         if !self.state.load_locked().send_closed() {
@@ -171,6 +264,26 @@ impl<K, V> Shared<K, V> {
             }
         }
     }
+
+    /// Whether the hub keeps a state table (`retain_latest`).
+    pub(super) fn retains(&self) -> bool {
+        self.retain
+    }
+
+    /// The hub's accounting: three lock-free reads.
+    pub(super) fn stats(&self) -> HubStats {
+        HubStats {
+            sent: self.sent.read(),
+            refused: self.refused.load(Ordering::Relaxed),
+            receivers: self.state.load().live(),
+        }
+    }
+
+    fn refuse(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        // Relaxed: a count; nothing is published through it.
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Err(SendError { key, value })
+    }
 }
 
 impl<K, V> Shared<K, V>
@@ -179,33 +292,91 @@ where
     V: Clone + Send + 'static,
 {
     /// Registers a receiver, or makes it born closed if the send side is already
-    /// closed (it could only ever answer `Closed`).
+    /// closed (it could only ever answer `Closed`). A snapshot receiver is born
+    /// with the table's entries that pass its filter pending (`sends == 0`, table
+    /// order, at most `max_pending`), copied in the same hold of the hub mutex
+    /// that registers it: one instant against every send.
     pub(super) fn register(&self, config: ReceiverConfig<K, V>) -> Registration {
         let notify = Arc::new(Notify::new());
+        let counters = Arc::new(RxCounters::default());
         let mut inner = self.lock("Hub::receiver (ReceiverBuilder::build)");
         let id = inner.next_id;
         inner.next_id += 1;
         if !self.state.load_locked().send_closed() {
+            let mut queue = KeyQueue::new();
+            if config.snapshot {
+                // The filter and the clones are user code, run under the mutex:
+                // mark the thread so a call back into this hub panics instead of
+                // deadlocking. A panic here registers nothing.
+                let _scope = SendScope::enter(self);
+                let limit = config.max_pending.unwrap_or(usize::MAX);
+                if let Some(table) = &inner.table {
+                    for (hash, key, value) in table.iter() {
+                        if queue.len() == limit {
+                            break;
+                        }
+                        if config.filter.accepts(key) {
+                            queue.push_back_with(hash, key.clone(), value.clone(), 0);
+                        }
+                    }
+                }
+                counters
+                    .pending
+                    .store(queue.len() as u64, Ordering::Release);
+            }
             inner.receivers.push(RxState {
                 id,
                 filter: config.filter,
                 merge: config.merge.unwrap_or_else(|| self.merge.clone()),
-                queue: KeyQueue::new(),
+                queue,
                 notify: notify.clone(),
+                max_pending: config.max_pending,
+                counters: counters.clone(),
             });
             self.state.register_locked();
         }
-        Registration { id, notify }
+        Registration {
+            id,
+            notify,
+            counters,
+        }
     }
 
-    /// The whole send: one atomic load, then, only if someone listens, the fan-out
-    /// under the hub mutex.
+    /// The table's value for `key`; `None` without a table.
+    pub(super) fn latest(&self, key: &K) -> Option<V> {
+        if !self.retain {
+            return None;
+        }
+        let hash = self.hasher.hash_one(key);
+        let inner = self.lock("Hub::latest");
+        let table = inner.table.as_ref()?;
+        table.get(hash, key).cloned()
+    }
+
+    /// The whole table as of one hold of the hub mutex, in table order.
+    pub(super) fn snapshot(&self) -> Vec<(K, V)> {
+        if !self.retain {
+            return Vec::new();
+        }
+        let inner = self.lock("Hub::snapshot");
+        let Some(table) = inner.table.as_ref() else {
+            return Vec::new();
+        };
+        table
+            .iter()
+            .map(|(_, k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The whole send: one atomic load, then, only if someone listens (or the
+    /// hub keeps a table), the fan-out under the hub mutex.
     pub(super) fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
         let word = self.state.load();
         if word.send_closed() {
-            return Err(SendError { key, value });
+            return self.refuse(key, value);
         }
-        if word.live() == 0 {
+        if word.live() == 0 && !self.retain {
+            self.sent.add();
             return Ok(());
         }
         // `K: Hash` is user code: run it before anything is locked or changed.
@@ -217,12 +388,19 @@ where
         // Re-decided under the mutex, which `Sender::close` also holds: this is
         // what makes a send racing a close either fully published or refused.
         if self.state.load_locked().send_closed() {
-            return Err(SendError { key, value });
+            drop(inner);
+            drop(scope);
+            return self.refuse(key, value);
         }
+        self.sent.add();
         // The state is consistent at every point a user call can unwind from
         // (see `RxState::deliver`), so catch the panic, release the mutex
         // unpoisoned, and only then hand the panic to the caller.
-        let outcome = catch_unwind(AssertUnwindSafe(|| inner.fan_out(hash, key, value)));
+        let merge = &self.merge;
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            inner.update_table(hash, &key, &value, merge);
+            inner.fan_out(hash, key, value)
+        }));
         drop(inner);
         drop(scope);
         if let Err(panic) = outcome {
@@ -237,6 +415,23 @@ where
     K: Hash + Eq + Clone,
     V: Clone,
 {
+    /// Folds one accepted send into the state table (if any) with the hub's
+    /// merge, before any receiver sees it. `None` removes the key; a re-sent key
+    /// re-enters at the back. A panicking merge drops the key's entry, and the
+    /// panic then reaches no receiver.
+    fn update_table(&mut self, hash: u64, key: &K, value: &V, merge: &Merge<V>) {
+        let Some(table) = &mut self.table else {
+            return;
+        };
+        match table.find(hash, key) {
+            Some(at) => match table.merge_into(at, value.clone(), merge) {
+                Merged::Kept | Merged::Annihilated { .. } => {}
+                Merged::Panicked { payload, .. } => resume_unwind(payload),
+            },
+            None => table.push_back(hash, key.clone(), value.clone()),
+        }
+    }
+
     /// Offers one send to every receiver in registration order. The last one
     /// takes the key and value by move; the others get clones, made only when
     /// needed. A panic at a receiver leaves the earlier ones delivered and the
@@ -261,18 +456,51 @@ where
     /// step before anything here changes unless noted: the key filter, `K: Eq`
     /// (lookup), `V: Clone` / `K: Clone` (copies for this receiver), then the
     /// merge, whose panic drops the slot (see `KeyQueue::merge_into`).
+    ///
+    /// Accounting (hub mutex held, so exact): a filter rejection counts in
+    /// `filtered`; past the lookup the send counts in `received` (stored first),
+    /// then in `annihilated`, `overflowed` or `dropped` where it ends there. A
+    /// panic in the filter, `K: Eq` or a clone counts nowhere.
     fn deliver(&mut self, hash: u64, key: Cow<'_, K>, value: Cow<'_, V>) {
+        let counters = &*self.counters;
         if !self.filter.accepts(&key) {
+            bump(&counters.filtered, 1);
             return;
         }
         match self.queue.find(hash, &key) {
             Some(at) => {
                 // Coalesce: the key keeps its place; no allocation.
-                self.queue.merge_into(at, value.into_owned(), &self.merge);
+                let value = value.into_owned();
+                bump(&counters.received, 1);
+                match self.queue.merge_into(at, value, &self.merge) {
+                    Merged::Kept => {}
+                    Merged::Annihilated { sends } => {
+                        bump(&counters.annihilated, sends + 1);
+                        counters
+                            .pending
+                            .store(self.queue.len() as u64, Ordering::Release);
+                    }
+                    Merged::Panicked { sends, payload } => {
+                        bump(&counters.dropped, sends + 1);
+                        counters
+                            .pending
+                            .store(self.queue.len() as u64, Ordering::Release);
+                        resume_unwind(payload);
+                    }
+                }
+            }
+            None if self.max_pending.is_some_and(|n| self.queue.len() >= n) => {
+                // Drop-new: the pending keys keep their slots and order.
+                bump(&counters.received, 1);
+                bump(&counters.overflowed, 1);
             }
             None => {
-                self.queue
-                    .push_back(hash, key.into_owned(), value.into_owned());
+                let (key, value) = (key.into_owned(), value.into_owned());
+                bump(&counters.received, 1);
+                self.queue.push_back(hash, key, value);
+                counters
+                    .pending
+                    .store(self.queue.len() as u64, Ordering::Release);
                 // Only an empty queue can have a parked consumer, so only the
                 // empty -> non-empty edge needs a wake-up. Wake every listener:
                 // a `Stream` may have left a stale one registered ahead of a

@@ -1,5 +1,5 @@
 //! Buffer generations: an id per buffer instance, so that a cursor saved from one
-//! buffer is not mistaken for a position in another (SPEC broadcast rule 7).
+//! buffer is not mistaken for a position in another (broadcast rule 7, docs/design.md).
 //!
 //! Shared by `broadcast` and `baseline::broadcast`, so generations are unique
 //! across both kinds of buffer in one process.

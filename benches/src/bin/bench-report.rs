@@ -2,9 +2,9 @@
 //! and the peers a user would pick instead, measured interleaved in one run.
 //!
 //! ```text
-//! cargo run --release --example bench-report              # quick: under a minute
-//! cargo run --release --example bench-report -- --full    # more rounds, longer runs
-//! cargo run --release --example bench-report -- --only broadcast --rounds 5
+//! cargo run --release -p keybus-benches --bin bench-report              # quick: under a minute
+//! cargo run --release -p keybus-benches --bin bench-report -- --full    # more rounds, longer runs
+//! cargo run --release -p keybus-benches --bin bench-report -- --only broadcast --rounds 5
 //! ```
 //!
 //! It runs the same scenarios as `cargo bench` (`benches/support/*_scenarios.rs`,
@@ -38,15 +38,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "../benches/support/common.rs"]
+#[path = "../../support/common.rs"]
 mod common;
 
 #[macro_use]
-#[path = "../benches/support/conflate_scenarios.rs"]
+#[path = "../../support/conflate_scenarios.rs"]
 mod conflate_support;
 
 #[macro_use]
-#[path = "../benches/support/broadcast_scenarios.rs"]
+#[path = "../../support/broadcast_scenarios.rs"]
 mod broadcast_support;
 
 mod cf {
@@ -58,6 +58,11 @@ mod bc {
     pub use super::broadcast_support::*;
     broadcast_suite!();
 }
+
+/// `keybus::metrics` scenarios; only with `--features metrics`.
+#[cfg(feature = "metrics")]
+#[path = "../../support/metrics_scenarios.rs"]
+mod metrics_support;
 
 /// Which side of the comparison an implementation is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,25 +163,37 @@ fn options() -> Options {
         only: None,
         out: PathBuf::from("target/keybus-report"),
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.full = false,
-            "--full" => o.full = true,
-            "--verbose" => o.verbose = true,
-            "--rounds" => o.rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-            "--only" => o.only = args.next(),
-            "--out" => o.out = args.next().map(PathBuf::from).unwrap_or(o.out),
-            "-h" | "--help" => {
-                println!(
-                    "bench-report [--quick | --full] [--rounds N] [--only SUBSTRING] [--out DIR] [--verbose]"
-                );
+    // Flags via `lexopt` (`--flag value` or `--flag=value`).
+    use lexopt::prelude::*;
+    let usage =
+        "bench-report [--quick | --full] [--rounds N] [--only SUBSTRING] [--out DIR] [--verbose]";
+    let fail = |message: String| -> ! {
+        eprintln!("{message} (try --help)");
+        std::process::exit(2);
+    };
+    let mut parser = lexopt::Parser::from_env();
+    let value = |parser: &mut lexopt::Parser| -> String {
+        let raw = parser.value().unwrap_or_else(|e| fail(e.to_string()));
+        raw.string().unwrap_or_else(|e| fail(e.to_string()))
+    };
+    while let Some(arg) = parser.next().unwrap_or_else(|e| fail(e.to_string())) {
+        match arg {
+            Long("quick") => o.full = false,
+            Long("full") => o.full = true,
+            Long("verbose") => o.verbose = true,
+            Long("rounds") => {
+                let v = value(&mut parser);
+                o.rounds = v
+                    .parse()
+                    .unwrap_or_else(|_| fail(format!("--rounds: not a number: {v}")));
+            }
+            Long("only") => o.only = Some(value(&mut parser)),
+            Long("out") => o.out = PathBuf::from(value(&mut parser)),
+            Short('h') | Long("help") => {
+                println!("{usage}");
                 std::process::exit(0);
             }
-            other => {
-                eprintln!("unknown argument {other:?} (try --help)");
-                std::process::exit(2);
-            }
+            other => fail(other.unexpected().to_string()),
         }
     }
     if o.rounds == 0 {
@@ -194,9 +211,9 @@ fn stores_nothing_alone(name: &str, readers: usize) -> Option<&'static str> {
 }
 
 /// Every broadcast and conflate scenario, sized by `scale` (1 = quick). Broadcast
-/// first: keybus's broadcast append cost grows with the peak number of threads
-/// the process ever ran on it (arc-swap's global debt list), so its main series
-/// runs before the 17-thread runs; the last scenario shows the effect.
+/// first; the last scenario checks that no implementation's append slows down
+/// after many threads read through it (keybus's did while its slots used
+/// arc-swap, whose global debt list grows with the peak thread count).
 fn scenarios(scale: u64) -> Vec<Scenario> {
     let mut out = Vec::new();
 
@@ -227,6 +244,30 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
                 .collect(),
         });
     }
+    let n = 200_000 * scale;
+    out.push(Scenario {
+        name: "broadcast/append/64_live_reader_threads".into(),
+        ops: n,
+        extra: None,
+        plot: Plot::None,
+        max_rounds: usize::MAX,
+        entries: bc::BROADCAST_IMPLS
+            .iter()
+            .map(|imp| {
+                let f = imp.append_live_reader_threads;
+                Entry {
+                    name: imp.name,
+                    side: imp.role.into(),
+                    not_comparable: stores_nothing_alone(imp.name, 64),
+                    run: if imp.runs_append(64) {
+                        Ok(Box::new(move || (f(64, n), None)) as Measure)
+                    } else {
+                        Err("a reader that does not read blocks the writer (no drop-oldest)")
+                    },
+                }
+            })
+            .collect(),
+    });
     let n = 500_000 * scale;
     out.push(Scenario {
         name: "broadcast/slow_reader".into(),
@@ -354,6 +395,52 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
                 .collect(),
         });
     }
+    // The state table's cost on the send path: the same work with and without
+    // `retain_latest`, keybus and the baseline (the peers have no table).
+    type RetainFn = fn(bool, u64) -> Duration;
+    let retain_runs: [(&str, u64, RetainFn, RetainFn); 3] = [
+        (
+            "no_receiver",
+            2_000_000,
+            cf::keybus_retain::no_receiver,
+            cf::baseline_retain::no_receiver,
+        ),
+        (
+            "1thread_hot64",
+            1_000_000,
+            cf::keybus_retain::hot_1thread,
+            cf::baseline_retain::hot_1thread,
+        ),
+        (
+            "1x1_hot64",
+            1_000_000,
+            cf::keybus_retain::hot_1x1,
+            cf::baseline_retain::hot_1x1,
+        ),
+    ];
+    for (name, sends, keybus_fn, baseline_fn) in retain_runs {
+        let n = sends * scale;
+        let entry = |label: &'static str, side: Side, f: RetainFn, retain: bool| Entry {
+            name: label,
+            side,
+            not_comparable: (side == Side::Peer)
+                .then_some("the baseline with a table: reference for the row above"),
+            run: Ok(Box::new(move || (f(retain, n), None)) as Measure),
+        };
+        out.push(Scenario {
+            name: format!("conflate/retain_latest/{name}"),
+            ops: n,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries: vec![
+                entry("keybus", Side::Keybus, keybus_fn, false),
+                entry("keybus+retain_latest", Side::Keybus, keybus_fn, true),
+                entry("baseline", Side::Baseline, baseline_fn, false),
+                entry("baseline+retain_latest", Side::Peer, baseline_fn, true),
+            ],
+        });
+    }
     // 1x1_hot64 is also the 2-thread point of the thread plot.
     for backlog in [100u64, 1_000, 10_000, 100_000] {
         let iters = (300_000 * scale / backlog).max(3);
@@ -382,7 +469,7 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
         });
     }
 
-    // Last: for keybus it leaves process-wide state behind (see the scenario).
+    // Last, as it was while keybus kept process-wide state (see the scenario).
     let n = 100_000 * scale;
     out.push(Scenario {
         name: "broadcast/append/0_readers_after_64_threads".into(),
@@ -891,7 +978,10 @@ fn main() {
     let opts = options();
     let started = Instant::now();
     let scale = if opts.full { 5 } else { 1 };
-    let all = scenarios(scale);
+    #[allow(unused_mut)]
+    let mut all = scenarios(scale);
+    #[cfg(feature = "metrics")]
+    all.extend(metrics_scenarios(scale));
     let wanted = |name: &str| opts.only.as_deref().map_or(true, |o| name.contains(o));
     let chosen: Vec<&Scenario> = all.iter().filter(|s| wanted(&s.name)).collect();
     let (backlog, refills) = (100_000u64, if opts.full { 5 } else { 2 });
@@ -971,4 +1061,40 @@ fn main() {
         "bench-report wall time: {:.1}s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// One counter update through `keybus::metrics` against the floor (`metrics-util`'s
+/// atomic registry, reported as the baseline) and the no-op recorder, per update
+/// path (`benches/support/metrics_scenarios.rs`). Run with
+/// `--features metrics -- --only metrics`.
+#[cfg(feature = "metrics")]
+fn metrics_scenarios(scale: u64) -> Vec<Scenario> {
+    use metrics_support::{Path as UpdatePath, Role, METRICS_IMPLS};
+    let n = 1_000_000 * scale;
+    UpdatePath::ALL
+        .iter()
+        .map(|&path| Scenario {
+            name: format!("metrics/counter_{}", path.name()),
+            ops: n,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries: METRICS_IMPLS
+                .iter()
+                .map(|imp| {
+                    let run = imp.run;
+                    Entry {
+                        name: imp.name,
+                        side: match imp.role {
+                            Role::Keybus => Side::Keybus,
+                            Role::Floor => Side::Baseline,
+                            Role::Other => Side::Peer,
+                        },
+                        not_comparable: (imp.role == Role::Other).then_some("stores nothing"),
+                        run: Ok(Box::new(move || (run(path, n), None)) as Measure),
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }

@@ -3,7 +3,7 @@
 //! receiver, one `tokio::sync::watch` per key, `tokio::sync::broadcast` with
 //! drop-oldest), all in the same run.
 //!
-//! `cargo bench --bench conflate`. Each criterion iteration of the threaded
+//! `cargo bench -p keybus-benches --bench conflate`. Each criterion iteration of the threaded
 //! scenarios is a batch of sends including the receivers' drain; compare the
 //! lines of each group (the ratios carry across machines). Groups:
 //!
@@ -23,11 +23,11 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 
-#[path = "support/common.rs"]
+#[path = "../support/common.rs"]
 mod common;
 
 #[macro_use]
-#[path = "support/conflate_scenarios.rs"]
+#[path = "../support/conflate_scenarios.rs"]
 mod scenarios;
 use scenarios::*;
 

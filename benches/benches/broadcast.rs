@@ -3,7 +3,7 @@
 //! crossbeam-channel per reader), all in the same run, same capacity (1,024),
 //! same 32-byte value.
 //!
-//! `cargo bench --bench broadcast`. Groups:
+//! `cargo bench -p keybus-benches --bench broadcast`. Groups:
 //!
 //! - `broadcast/append/{0,1,2,4,8,16}_readers`: writer cost per append on a full
 //!   ring, with that many attached readers that do not read. `bus` runs only
@@ -14,10 +14,13 @@
 //!   criterion).
 //! - `broadcast/slow_reader`: writer time with one slow reader on a 64-slot
 //!   ring; what the reader lost (and whether it was told) is printed after.
+//! - `broadcast/append_64_live_reader_threads`: writer cost per append on a full
+//!   ring while 64 threads, all alive at once, hold a reader of it and have each
+//!   read through it (they park until the appends are done). `bus` skipped.
 //! - `broadcast/append_after_64_threads/0_readers`: as `append/0_readers`, after
-//!   64 threads read a buffer at once. Last, because for keybus it leaves
-//!   process-wide state behind (arc-swap's debt list); the groups before it ran
-//!   with at most 17 threads.
+//!   64 threads read another buffer at once and exited: process-wide state an
+//!   implementation keeps (keybus keeps none since its slots stopped using
+//!   arc-swap). Last, as it was when keybus did.
 //!
 //! Compare lines within a group: ratios carry across machines, absolute numbers
 //! do not.
@@ -25,11 +28,11 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 
-#[path = "support/common.rs"]
+#[path = "../support/common.rs"]
 mod common;
 
 #[macro_use]
-#[path = "support/broadcast_scenarios.rs"]
+#[path = "../support/broadcast_scenarios.rs"]
 mod scenarios;
 use scenarios::*;
 
@@ -95,7 +98,21 @@ fn slow_reader(c: &mut Criterion) {
     g.finish();
 }
 
-/// Last: it leaves process-wide state behind (see the scenario's docs).
+fn append_live_reader_threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("broadcast/append_64_live_reader_threads");
+    g.throughput(Throughput::Elements(1));
+    for imp in BROADCAST_IMPLS {
+        // bus: a reader that does not read blocks the writer (skipped).
+        if imp.runs_append(64) {
+            g.bench_function(imp.name, |b| {
+                b.iter_custom(|n| (imp.append_live_reader_threads)(64, n))
+            });
+        }
+    }
+    g.finish();
+}
+
+/// Last (see the scenario's docs).
 fn append_after_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("broadcast/append_after_64_threads/0_readers");
     g.throughput(Throughput::Elements(1));
@@ -107,7 +124,14 @@ fn append_after_threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, append, slow_reader, readers, append_after_threads);
+criterion_group!(
+    benches,
+    append,
+    append_live_reader_threads,
+    slow_reader,
+    readers,
+    append_after_threads
+);
 
 fn main() {
     benches();
