@@ -1108,7 +1108,15 @@ macro_rules! conflate_conformance {
                         for round in 0..ROUNDS {
                             ready_rx.recv().unwrap();
                             beat(round);
-                            jitter(500);
+                            if round % 16 == 0 {
+                                // Long enough for the receiver's backoff (a few
+                                // microseconds) to run out, so it parks and only
+                                // the send's wake-up can end its wait. Not
+                                // synchronization: any delay is correct.
+                                thread::sleep(Duration::from_millis(1));
+                            } else {
+                                jitter(500);
+                            }
                             tx.send(round, round).unwrap();
                         }
                         tx.close();
