@@ -158,3 +158,44 @@ fn memory_footprint() {
     lines.extend(broadcast_memory!(keybus::baseline::broadcast, u64, narrow));
     println!("\n{}\n", lines.join("\n"));
 }
+
+/// Repeated annihilation leaves the heap flat: a key sent and annihilated holds
+/// nothing afterwards, neither its slot nor its ticket in the receiver's queue
+/// (which `len()` would not show: it is computed from counters). One other key
+/// stays pending throughout, so the queue is never empty and cannot be reset
+/// wholesale.
+macro_rules! annihilation_residue {
+    ($($m:ident)::+) => {{
+        use $($m)::+::Hub;
+        let name = stringify!($($m)::+).replace(' ', "");
+        let hub: Hub<u64, i64> = Hub::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
+        let tx = hub.sender();
+        let mut rx = hub.receiver();
+        const KEYS: u64 = 1_000;
+        const PAIRS: u64 = 200_000;
+        let anchor = u64::MAX;
+        let pass = |pairs: u64| {
+            tx.send(anchor, 1).unwrap();
+            for i in 0..pairs {
+                tx.send(i % KEYS, 1).unwrap();
+                tx.send(i % KEYS, -1).unwrap();
+            }
+        };
+        // One pass lets every table and list reach its working size.
+        pass(KEYS);
+        let ((), more) = live_bytes(|| pass(PAIRS));
+        assert!(
+            more <= 0,
+            "{name}: {PAIRS} annihilated pairs grew the heap by {more} bytes"
+        );
+        assert_eq!(rx.len(), 1, "{name}: only the anchor is pending");
+        assert_eq!(rx.try_recv().unwrap().key, anchor);
+        assert!(rx.try_recv().is_err(), "{name}: an annihilated key was delivered");
+    }};
+}
+
+#[test]
+fn annihilation_leaves_no_residue() {
+    annihilation_residue!(keybus::conflate);
+    annihilation_residue!(keybus::baseline::conflate);
+}

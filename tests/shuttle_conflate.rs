@@ -5,6 +5,18 @@
 //! (`KEYBUS_SHUTTLE_ITERS` sets schedules per scenario; default 10,000). Under
 //! `--cfg shuttle` the crate's `sync.rs` routes every atomic, mutex and park through
 //! shuttle, so the scheduler controls every interleaving point.
+//!
+//! Each scenario runs `KEYBUS_SHUTTLE_ITERS` schedules of shuttle's PCT scheduler
+//! (depth 3: it forces up to two preemptions at chosen points, which is what a
+//! bug needing one badly placed preemption takes; a planted "send merges into a
+//! value the cut owns" survived 100,000 uniformly random schedules and falls to
+//! PCT at once), then a fifth as many uniformly random ones, which spread
+//! differently across long runs.
+//!
+//! A lost wake-up shows only where nothing else wakes the receiver: a close wakes
+//! every receiver, so `recv_woken_by_data_without_close` ends without one, and a
+//! missing data wake-up leaves every thread blocked, which shuttle reports as a
+//! deadlock.
 #![cfg(shuttle)]
 
 use keybus::conflate::{Hub, Receiver};
@@ -20,8 +32,14 @@ fn iterations() -> usize {
         .unwrap_or(10_000)
 }
 
+/// PCT depth: the number of priority change points is `depth - 1`.
+const PCT_DEPTH: usize = 3;
+
 fn check(f: impl Fn() + Send + Sync + 'static) {
-    shuttle::check_random(f, iterations());
+    let f = std::sync::Arc::new(f);
+    let pct = f.clone();
+    shuttle::check_pct(move || pct(), iterations(), PCT_DEPTH);
+    shuttle::check_random(move || f(), (iterations() / 5).max(1));
 }
 
 /// Receives until closed, mixing the three consuming forms.
@@ -279,5 +297,57 @@ fn panicking_merge_leaves_bus_usable() {
         // Key 1 was pending when the sentinel arrived, unless a consumer... no
         // consumer ran before: the merge always ran, so it always panicked.
         assert!(panicked);
+    });
+}
+
+/// Receivers blocked in `recv` are woken by data alone: two senders send
+/// distinct keys and nobody closes anything afterwards (the hub outlives the
+/// receives). A lost data wake-up leaves the consumer parked with every other
+/// thread finished: shuttle reports that as a deadlock. One consumer blocks in
+/// `recv` only; the other alternates `recv` and `try_recv_all`.
+#[test]
+fn recv_woken_by_data_without_close() {
+    check(|| {
+        let hub: Hub<u32, u64> = Hub::new();
+        let consumers: Vec<_> = (0..2)
+            .map(|c| {
+                let mut rx = hub.receiver();
+                thread::spawn(move || {
+                    let mut keys = BTreeSet::new();
+                    let mut turn = 0;
+                    while keys.len() < 4 {
+                        turn += 1;
+                        if c == 1 && turn % 2 == 0 {
+                            for e in rx.try_recv_all().unwrap_or_default() {
+                                assert!(keys.insert(e.key), "key {} delivered twice", e.key);
+                            }
+                            continue;
+                        }
+                        let e = rx.recv().expect("nothing closes this hub");
+                        assert!(keys.insert(e.key), "key {} delivered twice", e.key);
+                    }
+                    keys
+                })
+            })
+            .collect();
+        let senders: Vec<_> = [0u32, 10]
+            .into_iter()
+            .map(|base| {
+                let tx = hub.sender();
+                thread::spawn(move || {
+                    tx.send(base, 1).unwrap();
+                    tx.send(base + 1, 1).unwrap();
+                })
+            })
+            .collect();
+        for h in senders {
+            h.join().unwrap();
+        }
+        for c in consumers {
+            let keys = c.join().unwrap();
+            assert_eq!(keys, [0, 1, 10, 11].into_iter().collect());
+        }
+        // Only now may the hub go (its drop closes the send side).
+        drop(hub);
     });
 }

@@ -1,12 +1,18 @@
 //! Loom models of `keybus::conflate`'s protocols.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release
-//! -p keybus-loom-tests --test conflate`.
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release
+//! -p keybus-loom-tests --test conflate`. CI runs every model at 3 preemptions:
+//! at 2, a send merging into a value a cut already owns survives
+//! `cut_is_one_instant_across_shards` (23 schedules); at 3 it is caught at once.
+//! `LOOM_LOG=info` prints how many schedules each model explored; each model's
+//! doc comment states its count at 3 (a model that explores a handful of
+//! schedules proves little, so the small ones yield to let the other thread run
+//! first too).
 //!
 //! Under `--cfg loom` the crate's `sync.rs` swaps every atomic, mutex and the
 //! parking primitive for loom's, so each model below explores every interleaving of
 //! the hub state word, the registry, the shard and queue locks and the cut epoch
-//! (bounded by `LOOM_MAX_PREEMPTIONS`, 2 in CI). Each model checks conservation:
+//! (bounded by `LOOM_MAX_PREEMPTIONS`, 3 in CI). Each model checks conservation:
 //! every send that returned `Ok` is accounted for as delivered (its `sends` count),
 //! coalesced into a delivery, annihilated, or abandoned by a close.
 //!
@@ -82,6 +88,8 @@ fn cut_is_one_instant_across_shards() {
             tx.send(b, 1).unwrap();
             tx.send(a, 2).unwrap();
         });
+        // Without this, loom explores the cut mostly before the sends.
+        thread::yield_now();
         let first: Vec<(u32, u32, u64)> = rx
             .try_recv_all()
             .map(|b| b.into_iter().map(|e| (e.key, e.value, e.sends)).collect())
@@ -104,19 +112,50 @@ fn cut_is_one_instant_across_shards() {
         );
         let sends: u64 = first.iter().chain(&rest).map(|e| e.2).sum();
         assert_eq!(sends, 3, "conservation: {first:?} then {rest:?}");
-        let last_a = first
-            .iter()
-            .chain(&rest)
-            .filter(|e| e.0 == a)
-            .last()
-            .unwrap();
+        let last_a = first.iter().chain(&rest).rfind(|e| e.0 == a).unwrap();
         assert_eq!(last_a.1, 2, "the latest value of a is delivered last");
     });
 }
 
-/// DESIGN-NOTES conflate 2: coalescing into a slot that a concurrent pop takes. The
-/// merge lands either in the popped value (delivered now) or in a fresh slot
-/// (delivered later): never lost, never seen twice.
+/// The same cut on the merge path: one sender sends `a`, `b`, `a` again and `b`
+/// again, one bit each, OR-merged, so a batch says exactly which sends it holds.
+/// Every batch is an instant: the sends it holds are a prefix of the send order.
+#[test]
+fn cut_is_one_instant_with_a_merge() {
+    loom::model(|| {
+        let (a, b) = two_shard_keys();
+        let hub: Hub<u32, u32> = Hub::with_merge(|x, y| Some(x | y));
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        let sender = thread::spawn(move || {
+            for (i, k) in [a, b, a, b].into_iter().enumerate() {
+                tx.send(k, 1 << i).unwrap();
+            }
+        });
+        let mut seen = 0u32;
+        for _ in 0..2 {
+            if let Ok(batch) = rx.try_recv_all() {
+                for e in batch {
+                    assert_eq!(seen & e.value, 0, "a send delivered twice");
+                    seen |= e.value;
+                }
+            }
+            assert_eq!(seen & (seen + 1), 0, "cut is not a prefix: {seen:04b}");
+        }
+        sender.join().unwrap();
+        for e in rx.try_recv_all().unwrap_or_default() {
+            assert_eq!(seen & e.value, 0, "a send delivered twice");
+            seen |= e.value;
+        }
+        assert_eq!(seen, 0b1111, "conservation");
+    });
+}
+
+/// DESIGN-NOTES conflate 2: coalescing into a slot that a concurrent pop takes.
+/// Four sends of one key (summing merge, values 1, 10, 100, 1000) against three
+/// pops: each merge lands either in the popped value (delivered now) or in a
+/// fresh slot (delivered later): never lost, never seen twice, and every
+/// delivery holds the next run of sends in order.
 #[test]
 fn coalesce_vs_pop_one_key() {
     loom::model(|| {
@@ -125,22 +164,38 @@ fn coalesce_vs_pop_one_key() {
         let tx = hub.sender();
         tx.send(1, 1).unwrap();
         let sender = thread::spawn(move || {
-            tx.send(1, 10).unwrap();
+            for v in [10, 100, 1000] {
+                tx.send(1, v).unwrap();
+            }
         });
         let mut got = Vec::new();
-        if let Ok(e) = rx.try_recv() {
-            got.push((e.value, e.sends));
+        for _ in 0..3 {
+            thread::yield_now();
+            if let Ok(e) = rx.try_recv() {
+                got.push((e.value, e.sends));
+            }
         }
         sender.join().unwrap();
         got.extend(drain(&mut rx).into_iter().map(|e| (e.1, e.2)));
         let total: u32 = got.iter().map(|e| e.0).sum();
         let sends: u64 = got.iter().map(|e| e.1).sum();
-        assert_eq!((total, sends), (11, 2), "lost or doubled: {got:?}");
+        assert_eq!((total, sends), (1111, 4), "lost or doubled: {got:?}");
+        // Each delivery is a contiguous run of the sends 1, 10, 100, 1000 (its
+        // digits are consecutive ones), the runs in send order, and its `sends`
+        // count is the run's length.
+        let mut next = 1u32;
+        for &(value, n) in &got {
+            let run: u32 = (0..n as u32).map(|i| next * 10u32.pow(i)).sum();
+            assert_eq!(value, run, "not the next run of sends: {got:?}");
+            next *= 10u32.pow(n as u32);
+        }
     });
 }
 
-/// Annihilation racing a pop: the key's value is delivered or annihilated, never
-/// both, and nothing is left behind.
+/// Annihilation racing pops: the sender annihilates a pending key and sends it
+/// again, then sends a second key. Each value is delivered or annihilated, never
+/// both: per key the delivered values sum to what was sent, deliveries keep send
+/// order, and nothing is left behind (`len()` 0, no stale delivery).
 #[test]
 fn annihilate_vs_pop() {
     loom::model(|| {
@@ -150,20 +205,31 @@ fn annihilate_vs_pop() {
         tx.send(1, 5).unwrap();
         let sender = thread::spawn(move || {
             tx.send(1, -5).unwrap();
+            tx.send(1, 7).unwrap();
+            tx.send(2, 1).unwrap();
         });
-        let first = rx.try_recv().ok().map(|e| (e.value, e.sends));
-        sender.join().unwrap();
-        let rest: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
-            .map(|e| (e.value, e.sends))
-            .collect();
-        match first {
-            // Popped before the merge: the -5 starts a fresh slot.
-            Some((5, 1)) => assert_eq!(rest, vec![(-5, 1)]),
-            // The merge annihilated first: nothing at all.
-            None => assert!(rest.is_empty(), "residue after annihilation: {rest:?}"),
-            other => panic!("impossible delivery {other:?}"),
+        thread::yield_now();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            if let Ok(e) = rx.try_recv() {
+                got.push((e.key, e.value));
+            }
         }
-        assert_eq!(rx.len(), 0);
+        sender.join().unwrap();
+        got.extend(std::iter::from_fn(|| rx.try_recv().ok()).map(|e| (e.key, e.value)));
+        let key1: Vec<i32> = got.iter().filter(|e| e.0 == 1).map(|e| e.1).collect();
+        // 5, -5, 7 with every pop possible in between.
+        assert!(
+            [&[7][..], &[5, 2], &[5, -5, 7]].contains(&key1.as_slice()),
+            "key 1 lost, doubled or reordered: {got:?}"
+        );
+        assert_eq!(
+            got.iter().filter(|e| e.0 == 2).count(),
+            1,
+            "key 2 exactly once: {got:?}"
+        );
+        assert_eq!(rx.len(), 0, "residue after annihilation: {got:?}");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
     });
 }
 
@@ -200,7 +266,11 @@ fn park_vs_wake_close() {
 /// DESIGN-NOTES conflate 5: a receiver registering or dropping while a send fans
 /// out. The send is `Ok`; a receiver alive for the whole send gets it; a dropped
 /// one is freed (loom checks every `Arc` is released) and nothing is delivered to
-/// a handle that is gone.
+/// a handle that is gone. The two registry writes flip the list slot twice while
+/// the send may still be in flight on the first: the registry asserts (under
+/// loom) that it frees a list only when no send is in flight on its slot, so a
+/// missing grace period fails here with "freeing receiver list ... while 1
+/// send(s) in flight", not with a crash on reused memory.
 #[test]
 fn register_and_deregister_vs_send() {
     loom::model(|| {
@@ -272,5 +342,28 @@ fn hub_close_never_delivers_past_a_hole() {
             got.is_empty() || got == [a] || got == [a, b],
             "delivered past a hole: {got:?}"
         );
+    });
+}
+
+/// `Receiver::len()` polled while one key is pushed, annihilated, pushed again
+/// and annihilated again: at most one key is ever pending, so `len()` is 0 or 1.
+/// A count read as two loads tears either way here: pushed-then-retired wraps
+/// below zero, retired-then-pushed counts the key twice.
+#[test]
+fn len_stays_within_the_pending_keys() {
+    loom::model(|| {
+        let hub = Hub::<u32, u64>::with_merge(|_pending, _incoming| None);
+        let tx = hub.sender();
+        let rx = hub.receiver();
+        let sender = thread::spawn(move || {
+            for _ in 0..4 {
+                tx.send(0, 0).unwrap(); // pending, then annihilated
+            }
+        });
+        thread::yield_now();
+        let polled = rx.len();
+        assert!(polled <= 1, "len() = {polled} with at most one key pending");
+        sender.join().unwrap();
+        assert_eq!(rx.len(), 0);
     });
 }

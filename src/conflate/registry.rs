@@ -74,6 +74,21 @@ impl<K, V> Registry<K, V> {
         // Release: a sender that reads this pointer after seeing the flip sees the
         // list's contents.
         let stale = self.slots[other].swap(Box::into_raw(Box::new(new_list)), Ordering::AcqRel);
+        // The grace period, asserted where it matters: a list is freed only while
+        // no send is in flight on its slot. Checked in debug builds and under the
+        // model checkers (whose CI runs are release builds), so a missing or
+        // broken grace period fails a model with this message instead of
+        // surfacing, if at all, as a crash on reused memory. Sound as an
+        // invariant: after the wait above no send can enter `other` before our
+        // flip below.
+        if cfg!(any(loom, shuttle, debug_assertions)) {
+            let in_flight = state.load().in_flight(other);
+            assert!(
+                in_flight == 0,
+                "registry: freeing receiver list {other} while {in_flight} send(s) \
+                 in flight may still read it (grace period not awaited)"
+            );
+        }
         // SAFETY: `stale` came from `Box::into_raw`; no send is in flight on
         // `other` (grace period above) and none can enter before the flip below.
         drop(unsafe { Box::from_raw(stale) });

@@ -104,10 +104,27 @@ fn hard_close_during_sends_frees_everything() {
 
 #[test]
 fn large_cut_grouped_by_shard_is_one_instant() {
-    // A backlog above GROUPED_CLAIM_MIN, cut while a sender keeps adding keys in
-    // order and re-sending old ones (OR-merged bits): every batch must hold a
-    // prefix of the sends, in queue order.
-    let n: u64 = if cfg!(miri) { 600 } else { 5_000 };
+    // A backlog above GROUPED_CLAIM_MIN, cut while one sender keeps adding keys
+    // in order and re-sending old ones (OR-merged bits). The sends, in order:
+    //   new 0, .., new n-1, then for j in 0..n: new n+j, again j (bit 2).
+    // A cut is one instant, so after every batch what was received in total is
+    // a prefix of that sequence: new keys 0..N, and the re-sends of exactly
+    // 0..R, where R is N-1-n or N-n (the prefix ends after "new n+R" or after
+    // "again R"), or 0 while N <= n. Any batch that holds a later send without
+    // an earlier one breaks this.
+    //
+    // The first cut waits until the sender is running, so that the sender's
+    // re-sends meet the cut's drain of the backlog; a few rounds, because
+    // whether they meet on real threads is up to the scheduler.
+    let (n, rounds): (u64, u32) = if cfg!(miri) { (600, 1) } else { (5_000, 16) };
+    for _ in 0..rounds {
+        large_cut_round(n);
+    }
+}
+
+fn large_cut_round(n: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
     let hub: Hub<u64, u64> = Hub::with_merge(|a, b| Some(a | b));
     let mut rx = hub.receiver();
     let tx = hub.sender();
@@ -115,26 +132,52 @@ fn large_cut_grouped_by_shard_is_one_instant() {
     for k in 0..n {
         tx.send(k, 1).unwrap();
     }
+    let progress = Arc::new(AtomicU64::new(0));
+    let sent = progress.clone();
     let sender = thread::spawn(move || {
         for k in n..2 * n {
             tx.send(k, 1).unwrap();
             tx.send(k - n, 2).unwrap(); // re-send an old key: second bit
+            sent.store(k - n + 1, Relaxed);
         }
     });
+    while progress.load(Relaxed) < n.min(16) {
+        thread::yield_now();
+    }
     let mut next_new = 0u64;
+    let mut second = vec![false; n as usize];
     let mut seen_second = 0u64;
+    let mut batches = 0u32;
     loop {
         match rx.try_recv_all() {
             Ok(batch) => {
+                batches += 1;
                 for e in batch {
                     if e.value & 1 == 1 {
                         assert_eq!(e.key, next_new, "first touches in order, no hole");
                         next_new += 1;
                     }
                     if e.value & 2 == 2 {
+                        assert!(!second[e.key as usize], "a re-send delivered twice");
+                        second[e.key as usize] = true;
                         seen_second += 1;
                     }
                 }
+                // The prefix property, after every batch.
+                let allowed: &[u64] = if next_new <= n {
+                    &[0]
+                } else {
+                    &[next_new - 1 - n, next_new - n]
+                };
+                assert!(
+                    allowed.contains(&seen_second),
+                    "batch {batches} is not one instant: {next_new} new keys but \
+                     {seen_second} re-sends received (allowed: {allowed:?})"
+                );
+                assert!(
+                    second[..seen_second as usize].iter().all(|&s| s),
+                    "batch {batches}: the re-sends received are not 0..{seen_second}"
+                );
             }
             Err(TryRecvError::Empty) => thread::yield_now(),
             Err(TryRecvError::Closed) => break,
