@@ -1,6 +1,6 @@
-//! The conflate conformance suite: every rule of SPEC.md's conflate section
+//! The conflate conformance suite: every rule of the conflate contract (docs/design.md, "The contract")
 //! (1–9) pinned by at least one test named `ruleN_...`, written once against the
-//! public API of keybus-api.md and instantiated per implementation with
+//! public API and instantiated per implementation with
 //! `conflate_conformance!(name, path::to::module)`.
 //!
 //! Race tests use real threads and bounded loops. Nothing here asserts on time,
@@ -1050,7 +1050,7 @@ macro_rules! conflate_conformance {
             // few instructions wide (a receiver that registers its listener after
             // its last look) mostly survives real threads; loom
             // `park_vs_wake_send` and shuttle `recv_woken_by_data_without_close`
-            // carry that guarantee (docs/verification-mutants.md).
+            // carry that guarantee (docs/verification.md, "Mutation audit").
 
             /// Runs `body` on a thread of its own and fails the test if it makes
             /// no progress for `STALL`: `body` calls `beat(round)` once per round,
@@ -1190,7 +1190,7 @@ macro_rules! conflate_conformance {
             // in which a send can decide on a stale snapshot of the hub's state
             // word is a few instructions wide, and a planted bug there ("enter
             // the send with fetch_add instead of the CAS") survives them (see
-            // docs/verification-mutants.md). That guarantee is carried by the
+            // docs/verification.md, "Mutation audit"). That guarantee is carried by the
             // models, which explore the interleaving itself: loom
             // `close_vs_send_exactly_one_outcome` and `hub_close_vs_send`, and
             // shuttle `close_races_many_senders` and

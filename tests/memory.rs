@@ -5,7 +5,7 @@
 //! are `[u64; 4]` (32 bytes) and `u64`.
 //!
 //! `cargo test --release --test memory -- --nocapture` prints the table that
-//! `docs/performance.md` quotes. The assertions are loose bounds (SPEC: a
+//! `docs/performance.md` quotes. The assertions are loose bounds (the contract: a
 //! receiver's memory is bounded by its pending keys, never by the number of
 //! sends), not the numbers themselves.
 //!

@@ -43,7 +43,7 @@ fn drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u32, u64)> 
     out
 }
 
-/// DESIGN-NOTES conflate 3: `Sender::close` racing `send`, with the receiver
+/// docs/design.md, "Close versus send": `Sender::close` racing `send`, with the receiver
 /// draining concurrently. A send that returned `Ok` is delivered before `Closed`;
 /// one that returned `Err` is never delivered.
 #[test]
@@ -74,7 +74,7 @@ fn close_vs_send_exactly_one_outcome() {
     });
 }
 
-/// DESIGN-NOTES conflate 1: a cut while one sender sends `a` then `b` (different
+/// docs/design.md, "The cut is one instant": a cut while one sender sends `a` then `b` (different
 /// shards) then `a` again. Every batch is one instant: a prefix of the send order.
 #[test]
 fn cut_is_one_instant_across_shards() {
@@ -151,7 +151,7 @@ fn cut_is_one_instant_with_a_merge() {
     });
 }
 
-/// DESIGN-NOTES conflate 2: coalescing into a slot that a concurrent pop takes.
+/// docs/design.md, "Coalescing versus pop": coalescing into a slot that a concurrent pop takes.
 /// Four sends of one key (summing merge, values 1, 10, 100, 1000) against three
 /// pops: each merge lands either in the popped value (delivered now) or in a
 /// fresh slot (delivered later): never lost, never seen twice, and every
@@ -233,7 +233,7 @@ fn annihilate_vs_pop() {
     });
 }
 
-/// DESIGN-NOTES conflate 6: a blocking `recv` is woken by a send that lands
+/// docs/design.md, "Parking without lost wake-ups": a blocking `recv` is woken by a send that lands
 /// between its check and its park (loom reports the lost wake-up as a deadlock).
 #[test]
 fn park_vs_wake_send() {
@@ -263,7 +263,7 @@ fn park_vs_wake_close() {
     });
 }
 
-/// DESIGN-NOTES conflate 5: a receiver registering or dropping while a send fans
+/// docs/design.md, "Registration versus send": a receiver registering or dropping while a send fans
 /// out. The send is `Ok`; a receiver alive for the whole send gets it; a dropped
 /// one is freed (loom checks every `Arc` is released) and nothing is delivered to
 /// a handle that is gone. The two registry writes flip the list slot twice while
@@ -296,7 +296,7 @@ fn register_and_deregister_vs_send() {
     });
 }
 
-/// SPEC conflate rule 8: `Hub::close` racing `send`. The send answers `Ok` or
+/// conflate rule 8, docs/design.md: `Hub::close` racing `send`. The send answers `Ok` or
 /// `Err`, the receiver ends closed with nothing half-delivered, and every value is
 /// freed.
 #[test]
