@@ -13,6 +13,10 @@
 //!   keys, every key fresh). `4x4_*` are 8 threads on this 2-core machine
 //!   (oversubscribed);
 //! - `try_recv_all/N`: one cut of an N-key backlog;
+//! - `register_drop/N`: register and drop one receiver while N stay registered
+//!   (keybus and the baseline only);
+//! - `coalescing_send/R`: one thread, every one of 64 keys already pending at
+//!   each of R idle receivers, one send (keybus and the baseline only);
 //! - after criterion, publisher latency percentiles while a receiver cuts a
 //!   100,000-key backlog (not a criterion measurement).
 //!
@@ -96,7 +100,44 @@ fn drain(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, no_receiver, fan_outs, drain);
+fn registration(c: &mut Criterion) {
+    let mut g = c.benchmark_group("conflate/register_drop");
+    g.sampling_mode(SamplingMode::Flat).sample_size(10);
+    g.throughput(Throughput::Elements(1));
+    for standing in [10u64, 1_000, 10_000] {
+        for imp in CONFLATE_IMPLS.iter().filter(|i| i.role != Role::Peer) {
+            g.bench_with_input(BenchmarkId::new(imp.name, standing), &standing, |b, &n| {
+                b.iter_custom(|iters| (imp.register_drop)(n, iters))
+            });
+        }
+    }
+    g.finish();
+}
+
+fn coalescing_send(c: &mut Criterion) {
+    let mut g = c.benchmark_group("conflate/coalescing_send");
+    g.sampling_mode(SamplingMode::Flat).sample_size(10);
+    g.throughput(Throughput::Elements(1));
+    for receivers in [1u64, 4, 1_000] {
+        for imp in CONFLATE_IMPLS.iter().filter(|i| i.role != Role::Peer) {
+            g.bench_with_input(
+                BenchmarkId::new(imp.name, receivers),
+                &receivers,
+                |b, &n| b.iter_custom(|iters| (imp.coalescing_send)(n, iters)),
+            );
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    no_receiver,
+    fan_outs,
+    drain,
+    registration,
+    coalescing_send
+);
 
 fn main() {
     benches();

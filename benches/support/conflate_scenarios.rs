@@ -123,6 +123,41 @@ macro_rules! conflate_scenarios {
                 total
             }
 
+            /// Registration churn: with `standing` receivers registered (and
+            /// idle), `iters` times register one more receiver and drop it.
+            /// Per op: one register plus one deregister.
+            pub fn register_drop(standing: u64, iters: u64) -> Duration {
+                let hub: imp::Hub<u64, u64> = imp::Hub::new();
+                let standing: Vec<_> = (0..standing).map(|_| hub.receiver()).collect();
+                let start = Instant::now();
+                for _ in 0..iters {
+                    drop(std::hint::black_box(hub.receiver()));
+                }
+                let elapsed = start.elapsed();
+                drop(standing);
+                elapsed
+            }
+
+            /// One thread, `receivers` idle receivers, every key of 64 already
+            /// pending at each of them (filled untimed): `sends` coalescing
+            /// sends over those 64 keys. Per op: one send delivered to every
+            /// receiver.
+            pub fn coalescing_send(receivers: u64, sends: u64) -> Duration {
+                let hub: imp::Hub<u64, u64> = imp::Hub::new();
+                let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
+                let tx = hub.sender();
+                for k in 0..64 {
+                    tx.send(k, k).unwrap();
+                }
+                let start = Instant::now();
+                for i in 0..sends {
+                    tx.send(std::hint::black_box(i & 63), i).unwrap();
+                }
+                let elapsed = start.elapsed();
+                drop(rxs);
+                elapsed
+            }
+
             /// Publisher send latency while one receiver repeatedly takes
             /// `try_recv_all` of a `backlog`-key backlog: the publisher refills the
             /// backlog (`backlog` fresh keys per round) and times every send.
@@ -255,6 +290,8 @@ pub struct ConflateImpl {
     pub fan_out_counted: fn(u64, u64, u64, u64) -> (std::time::Duration, u64),
     pub drain_cost: fn(u64, u64) -> std::time::Duration,
     pub cut_latency: fn(u64, u64) -> Latency,
+    pub register_drop: fn(u64, u64) -> std::time::Duration,
+    pub coalescing_send: fn(u64, u64) -> std::time::Duration,
 }
 
 impl ConflateImpl {
@@ -311,6 +348,8 @@ macro_rules! conflate_suite {
             fan_out_counted: $m::fan_out_counted,
             drain_cost: $m::drain_cost,
             cut_latency: $m::cut_latency,
+            register_drop: $m::register_drop,
+            coalescing_send: $m::coalescing_send,
         }
     };
 }

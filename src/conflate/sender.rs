@@ -106,7 +106,7 @@ where
         // the last use of `receivers`.
         let receivers = unsafe { shared.registry.list(slot) };
         if let Some((last, rest)) = receivers.split_last() {
-            for core in rest {
+            for core in rest.iter() {
                 core.deliver(hash, &key, value.clone());
             }
             last.deliver(hash, &key, value);

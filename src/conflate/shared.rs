@@ -2,7 +2,7 @@
 //! hasher and the hub's default merge.
 
 use super::core::RxCore;
-use super::registry::{ReceiverList, Registry};
+use super::registry::{Listed, Registry};
 use super::state::HubState;
 use super::table::Table;
 use crate::error::SendError;
@@ -60,6 +60,16 @@ impl Drop for Unquiesce<'_> {
     }
 }
 
+impl<K, V> Drop for Shared<K, V> {
+    fn drop(&mut self) {
+        // The last handle (hub, sender, receiver) is gone: no send and no writer
+        // exists. The registry's counts of the cores still listed (receivers
+        // dropped inside a send stay listed) are taken back here.
+        let current = self.state.load().current();
+        self.registry.release_listed(current);
+    }
+}
+
 impl<K, V> Shared<K, V> {
     pub(crate) fn new(merge: Merge<V>, retain: bool) -> Self {
         Shared {
@@ -110,7 +120,7 @@ impl<K, V> Shared<K, V> {
     }
 
     /// Runs `f` on the current receiver list under the writer lock.
-    fn with_list_locked<R>(&self, f: impl FnOnce(&mut Writer, &ReceiverList<K, V>) -> R) -> R {
+    fn with_list_locked<R>(&self, f: impl FnOnce(&mut Writer, Listed<'_, K, V>) -> R) -> R {
         let mut w = self.lock_writer();
         let cur = self.state.load().current();
         // SAFETY: we hold the writer lock and `cur` is the current slot.
@@ -129,11 +139,7 @@ impl<K, V> Shared<K, V> {
             core.close();
             return;
         }
-        self.registry.replace(&self.state, |list| {
-            let mut next = list.clone();
-            next.push(core.clone());
-            next
-        });
+        self.registry.register(&self.state, core);
     }
 
     /// Registers a receiver born with the state table pending (rule 12), as one
@@ -183,23 +189,19 @@ impl<K, V> Shared<K, V> {
                     .take(limit),
             );
         }
-        self.registry.replace(&self.state, |list| {
-            let mut next = list.clone();
-            next.push(core.clone());
-            next
-        });
+        self.registry.register(&self.state, core);
         // `_resume` clears QUIESCE (after the flip: a send that enters then
         // reads the list with `core` in it), then the writer lock is released.
     }
 
     pub(crate) fn deregister(&self, core: &RxCore<K, V>) {
-        let _w = self.lock_writer();
-        self.registry.replace(&self.state, |list| {
-            list.iter()
-                .filter(|c| !std::ptr::eq(&***c, core))
-                .cloned()
-                .collect()
-        });
+        let released = {
+            let _w = self.lock_writer();
+            self.registry.deregister(&self.state, core)
+        };
+        // The registry's count, dropped outside the lock (the caller holds
+        // another, so nothing is freed here in practice).
+        drop(released);
     }
 
     /// Wakes every registered receiver: the last send in flight after a close
@@ -207,7 +209,7 @@ impl<K, V> Shared<K, V> {
     /// no longer in flight, so the list must be read under it); rare.
     pub(crate) fn wake_all(&self) {
         self.with_list_locked(|_, list| {
-            for core in list {
+            for core in list.iter() {
                 core.notify.notify(usize::MAX);
             }
         });
@@ -217,7 +219,7 @@ impl<K, V> Shared<K, V> {
         forbid_inside_send(self, "Sender::close");
         self.state.close_tx();
         self.with_list_locked(|_, list| {
-            for core in list {
+            for core in list.iter() {
                 core.mark_tx_closed();
             }
         });
@@ -230,12 +232,7 @@ impl<K, V> Shared<K, V> {
         let old = {
             let mut w = self.lock_writer();
             w.closed = true;
-            let mut old = Vec::new();
-            self.registry.replace(&self.state, |list| {
-                old = list.clone();
-                Vec::new()
-            });
-            old
+            self.registry.clear(&self.state)
         };
         for core in &old {
             core.close();

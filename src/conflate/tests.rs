@@ -216,8 +216,10 @@ fn send_without_receiver_takes_no_lock_and_a_closed_hub_still_refuses() {
 
 #[test]
 fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
-    // Registry writers replace the receiver list while sends read it; under miri
-    // a list freed before its last reader left is a use-after-free report.
+    // Registry writers rewrite the receiver list while sends read it and deliver
+    // into every listed receiver; under miri a list rewritten, or a dropped
+    // receiver's core freed, before the last send that could read it left is a
+    // data race or use-after-free report.
     let rounds = if cfg!(miri) { 20 } else { 2_000 };
     let hub: Hub<u32, u32> = Hub::new();
     let mut stays = hub.receiver();

@@ -469,6 +469,56 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
         });
     }
 
+    // Registration churn against the number of receivers already registered,
+    // and a coalescing send to many receivers (keybus and the baseline; the
+    // peers register per key or not at all, and tokio broadcast does not
+    // coalesce).
+    for standing in [10u64, 1_000, 10_000] {
+        // Fewer rounds where a registration may cost O(receivers).
+        let iters = (20_000 * scale / (1 + standing / 100)).max(20);
+        out.push(Scenario {
+            name: format!("conflate/register_drop/{standing}_registered"),
+            ops: iters,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries: cf::CONFLATE_IMPLS
+                .iter()
+                .filter(|imp| imp.role != cf::Role::Peer)
+                .map(|imp| {
+                    let f = imp.register_drop;
+                    Entry {
+                        name: imp.name,
+                        side: imp.role.into(),
+                        not_comparable: None,
+                        run: Ok(Box::new(move || (f(standing, iters), None)) as Measure),
+                    }
+                })
+                .collect(),
+        });
+    }
+    let n = 2_000 * scale;
+    out.push(Scenario {
+        name: "conflate/coalescing_send/1000_receivers".into(),
+        ops: n,
+        extra: None,
+        plot: Plot::None,
+        max_rounds: usize::MAX,
+        entries: cf::CONFLATE_IMPLS
+            .iter()
+            .filter(|imp| imp.role != cf::Role::Peer)
+            .map(|imp| {
+                let f = imp.coalescing_send;
+                Entry {
+                    name: imp.name,
+                    side: imp.role.into(),
+                    not_comparable: None,
+                    run: Ok(Box::new(move || (f(1_000, n), None)) as Measure),
+                }
+            })
+            .collect(),
+    });
+
     // Last, as it was while keybus kept process-wide state (see the scenario).
     let n = 100_000 * scale;
     out.push(Scenario {
