@@ -1,8 +1,9 @@
 //! `Receiver::len()` polled while a sender pushes and annihilates one key over and
 //! over, against both implementations: it never reports more than the one key that
-//! can be pending, and never wraps. (The loom model `conflate_len` explores the
-//! interleaving between the counter loads exhaustively; this test runs it on real
-//! threads, with the other core kept busy so the poller gets preempted.)
+//! can be pending, and never wraps. (The loom model
+//! `conflate::len_stays_within_the_pending_keys` explores every interleaving of a
+//! poll with pushes and annihilations; this test runs the same on real threads,
+//! with the other core kept busy so the poller gets preempted.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
