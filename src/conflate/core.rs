@@ -51,7 +51,7 @@ use std::panic::{self, AssertUnwindSafe};
 const GROUPED_CLAIM_MIN: usize = 512;
 
 /// Shards per receiver. Enough that a few senders coalescing into different keys
-/// rarely meet; small enough that an idle receiver costs about 2 KiB.
+/// rarely meet; small enough that their array costs an idle receiver 1 KiB.
 pub(crate) const SHARDS: usize = 16;
 
 /// The shard of a key hash. The table inside a shard uses the low bits (bucket)
