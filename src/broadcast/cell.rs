@@ -163,9 +163,10 @@ impl<T> SlotCell<T> {
             // SAFETY: the node in a slot is allocated and only the writer
             // rewrites values, never while the node is in a slot; readers only
             // read it too.
-            Some(node) => unsafe { node.as_ref() }
-                .value
-                .with(|p| f(Some(unsafe { &*p }))),
+            Some(node) => unsafe { node.as_ref() }.value.with(|p| {
+                // SAFETY: as above: no one writes the value meanwhile.
+                f(Some(unsafe { &*p }))
+            }),
         }
     }
 }

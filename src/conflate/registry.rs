@@ -179,11 +179,11 @@ impl<K, V> Registry<K, V> {
         Self::grace(state, stale);
         // Relaxed: as in `rewrite`.
         let ptr = self.slots[stale].load(Ordering::Relaxed);
-        // SAFETY: `stale` was current until the flip: every pointer in its list
-        // carries a count the registry owns (from `register`), none of them is
-        // in the (now empty) current list, and no send reads the stale list
-        // (grace period). The stale list is then left with no pointer in it,
+        // `stale` was current until the flip: every pointer in its list carries
+        // a count the registry owns (from `register`), none of them is in the
+        // (now empty) current list. The list is then left with no pointer in it,
         // so each count is taken back once.
+        // SAFETY: a box from `new`; no send reads the stale list (grace period).
         let listed = unsafe { &mut *ptr };
         listed
             .drain(..)
