@@ -12,27 +12,54 @@
 //! not one entry, because user code may legitimately send into *another* hub). A
 //! hub call that would wait for its own sends first checks that list and panics
 //! with a message naming the call. The cost, paid only by a send that reaches at
-//! least one receiver: one thread-local push and pop (about 1 ns); the check on a
-//! registry call is one thread-local read.
+//! least one receiver: a thread-local scan of the (usually empty) list and two
+//! stores; the check on a registry call is one thread-local read.
 //!
 //! The thread-local is the model checker's own under loom and shuttle, whose
 //! model threads may share one OS thread.
 
-use std::cell::RefCell;
+use std::cell::Cell;
+
+/// Hubs whose send this thread is running, innermost last. A fixed array of
+/// `Cell`s rather than a `RefCell<Vec>`: marking a send is then two plain
+/// thread-local stores, with no borrow flag and no capacity check on the send
+/// path. Sends nested through more than `DEPTH` distinct hubs are not recorded
+/// beyond the first `DEPTH` (their re-entrance would go undetected).
+const DEPTH: usize = 8;
+
+struct Running {
+    hubs: [Cell<usize>; DEPTH],
+    len: Cell<usize>,
+}
+
+impl Running {
+    const fn new() -> Self {
+        Running {
+            hubs: [const { Cell::new(0) }; DEPTH],
+            len: Cell::new(0),
+        }
+    }
+
+    fn contains(&self, hub: usize) -> bool {
+        self.hubs[..self.len.get().min(DEPTH)]
+            .iter()
+            .any(|h| h.get() == hub)
+    }
+}
 
 #[cfg(not(any(loom, shuttle)))]
 std::thread_local! {
-    static RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    static RUNNING: Running = const { Running::new() };
 }
 
 #[cfg(loom)]
 loom::thread_local! {
-    static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+    static RUNNING: Running = Running::new();
 }
 
 #[cfg(all(shuttle, not(loom)))]
 shuttle::thread_local! {
-    static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+    static RUNNING: Running = Running::new();
 }
 
 /// Marks the current thread as running a send of the hub at `hub` (any address
@@ -49,12 +76,15 @@ impl SendScope {
     pub(crate) fn enter<T>(hub: *const T) -> Self {
         let hub = hub as usize;
         let nested = RUNNING.with(|r| {
-            let mut r = r.borrow_mut();
-            let nested = r.contains(&hub);
-            if !nested {
-                r.push(hub);
+            if r.contains(hub) {
+                return true;
             }
-            nested
+            let len = r.len.get();
+            if let Some(slot) = r.hubs.get(len) {
+                slot.set(hub);
+            }
+            r.len.set(len + 1);
+            false
         });
         if nested {
             reentered("Sender::send");
@@ -65,13 +95,15 @@ impl SendScope {
 
 impl Drop for SendScope {
     fn drop(&mut self) {
+        // Scopes nest, so this send is the innermost one.
         RUNNING.with(|r| {
-            let mut r = r.borrow_mut();
-            // Scopes nest, so this is the last entry; search anyway so a bug here
-            // can never unmark another hub.
-            if let Some(at) = r.iter().rposition(|&h| h == self.hub) {
-                r.remove(at);
-            }
+            let len = r.len.get();
+            debug_assert!(len > 0, "a send scope is always marked");
+            debug_assert!(
+                len > DEPTH || r.hubs[len - 1].get() == self.hub,
+                "send scopes end innermost first"
+            );
+            r.len.set(len.saturating_sub(1));
         });
     }
 }
@@ -81,9 +113,7 @@ pub(crate) fn inside_send<T>(hub: *const T) -> bool {
     let hub = hub as usize;
     // `try_with`: during thread teardown the list may already be gone, and then no
     // send of ours is running on this thread.
-    RUNNING
-        .try_with(|r| r.borrow().contains(&hub))
-        .unwrap_or(false)
+    RUNNING.try_with(|r| r.contains(hub)).unwrap_or(false)
 }
 
 /// Panics if the current thread is inside a send of the hub at `hub`: `call` (e.g.
