@@ -369,11 +369,11 @@ impl<K, V> Drop for Hub<K, V> {
 
 impl<K, V> fmt::Debug for Hub<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.shared.state.load();
+        let now = self.shared.state.load();
         f.debug_struct("Hub")
-            .field("receivers", &state.receivers())
-            .field("send_closed", &state.tx_closed())
-            .field("closed", &state.hub_closed())
+            .field("tx_closed", &now.tx_closed())
+            .field("hub_closed", &now.hub_closed())
+            .field("receivers", &now.receivers())
             .finish()
     }
 }

@@ -29,11 +29,11 @@ impl<K, V> Clone for Hub<K, V> {
 
 impl<K, V> fmt::Debug for Hub<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let word = self.side.shared.state.load();
+        let now = self.side.shared.state.load();
         f.debug_struct("Hub")
-            .field("send_closed", &word.send_closed())
-            .field("hub_closed", &word.hub_closed())
-            .field("receivers", &word.live())
+            .field("tx_closed", &now.tx_closed())
+            .field("hub_closed", &now.hub_closed())
+            .field("receivers", &now.receivers())
             .finish()
     }
 }

@@ -40,10 +40,10 @@ impl<K, V> Clone for Sender<K, V> {
 
 impl<K, V> fmt::Debug for Sender<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let word = self.side.shared.state.load();
+        let now = self.side.shared.state.load();
         f.debug_struct("Sender")
-            .field("closed", &word.send_closed())
-            .field("receivers", &word.live())
+            .field("closed", &now.tx_closed())
+            .field("receivers", &now.receivers())
             .finish()
     }
 }
@@ -101,6 +101,6 @@ impl<K, V> Sender<K, V> {
     /// Whether the send side is closed (by either close kind). One atomic
     /// load; never blocks.
     pub fn is_closed(&self) -> bool {
-        self.side.shared.state.load().send_closed()
+        self.side.shared.state.load().tx_closed()
     }
 }

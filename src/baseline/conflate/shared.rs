@@ -2,7 +2,7 @@
 //! under it, every receiver's pending set.
 
 use super::queue::{KeyQueue, Merged};
-use super::state::State;
+use super::state::HubState;
 use crate::error::{SendError, TryRecvError};
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
 use crate::reentrancy::{forbid_inside_send, SendScope};
@@ -14,7 +14,7 @@ use std::mem;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 pub(super) struct Shared<K, V> {
-    pub(super) state: State,
+    pub(super) state: HubState,
     inner: Mutex<Inner<K, V>>,
     /// The hub's merge; a receiver built without its own copies this one.
     merge: Merge<V>,
@@ -127,7 +127,7 @@ impl<K, V> Inner<K, V> {
 
     /// Unregisters the receiver at `pos` and hands it back, so the caller drops
     /// its pending keys and values (user `Drop` code) after unlocking.
-    fn deregister(&mut self, pos: usize, state: &State) -> RxState<K, V> {
+    fn deregister(&mut self, pos: usize, state: &HubState) -> RxState<K, V> {
         state.deregister_locked();
         let gone = self.receivers.remove(pos);
         gone.counters.drop_pending_locked();
@@ -138,7 +138,7 @@ impl<K, V> Inner<K, V> {
 impl<K, V> Shared<K, V> {
     pub(super) fn new(merge: Merge<V>, retain: bool) -> Self {
         Shared {
-            state: State::new(),
+            state: HubState::new(),
             inner: Mutex::new(Inner {
                 receivers: Vec::new(),
                 next_id: 0,
@@ -237,7 +237,7 @@ impl<K, V> Shared<K, V> {
             }
             return Ok(r);
         }
-        if !self.state.load_locked().send_closed() {
+        if !self.state.load_locked().tx_closed() {
             return Err(TryRecvError::Empty);
         }
         let gone = inner.deregister(pos, &self.state);
@@ -260,7 +260,7 @@ impl<K, V> Shared<K, V> {
         match inner.position(id) {
             None => true,
             Some(pos) => {
-                inner.receivers[pos].queue.len() == 0 && self.state.load_locked().send_closed()
+                inner.receivers[pos].queue.len() == 0 && self.state.load_locked().tx_closed()
             }
         }
     }
@@ -275,7 +275,7 @@ impl<K, V> Shared<K, V> {
         HubStats {
             sent: self.sent.read(),
             refused: self.refused.load(Ordering::Relaxed),
-            receivers: self.state.load().live(),
+            receivers: self.state.load().receivers(),
         }
     }
 
@@ -302,7 +302,7 @@ where
         let mut inner = self.lock("Hub::receiver (ReceiverBuilder::build)");
         let id = inner.next_id;
         inner.next_id += 1;
-        if !self.state.load_locked().send_closed() {
+        if !self.state.load_locked().tx_closed() {
             let mut queue = KeyQueue::new();
             if config.snapshot {
                 // The filter and the clones are user code, run under the mutex:
@@ -371,11 +371,11 @@ where
     /// The whole send: one atomic load, then, only if someone listens (or the
     /// hub keeps a table), the fan-out under the hub mutex.
     pub(super) fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-        let word = self.state.load();
-        if word.send_closed() {
+        let now = self.state.load();
+        if now.tx_closed() {
             return self.refuse(key, value);
         }
-        if word.live() == 0 && !self.retain {
+        if now.receivers() == 0 && !self.retain {
             self.sent.add();
             return Ok(());
         }
@@ -387,7 +387,7 @@ where
         let mut inner = self.lock_raw();
         // Re-decided under the mutex, which `Sender::close` also holds: this is
         // what makes a send racing a close either fully published or refused.
-        if self.state.load_locked().send_closed() {
+        if self.state.load_locked().tx_closed() {
             drop(inner);
             drop(scope);
             return self.refuse(key, value);

@@ -7,26 +7,26 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// | bits   | meaning                                                        |
 /// |--------|----------------------------------------------------------------|
-/// | 63     | `SEND_CLOSED`: the send side is closed (by either close kind)  |
+/// | 63     | `TX_CLOSED`: the send side is closed (by either close kind)    |
 /// | 62     | `HUB_CLOSED`: [`Hub::close`](super::Hub::close) ran             |
 /// | 0..=61 | live receivers: registered, not closed, not yet deregistered   |
 ///
 /// Every write happens with the hub mutex held, so the word never changes under
 /// a thread that holds the mutex; the only lock-free reader is the send path.
-pub(super) struct State(AtomicU64);
+pub(super) struct HubState(AtomicU64);
 
-/// One observed value of the [`State`] word.
+/// One observed value of the [`HubState`] word.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) struct Word(u64);
+pub(super) struct Snapshot(u64);
 
-const SEND_CLOSED: u64 = 1 << 63;
+const TX_CLOSED: u64 = 1 << 63;
 const HUB_CLOSED: u64 = 1 << 62;
-const LIVE_MASK: u64 = HUB_CLOSED - 1;
+const RECEIVER_MASK: u64 = HUB_CLOSED - 1;
 
-impl Word {
+impl Snapshot {
     /// Sends fail: `Sender::close`, `Hub::close`, or every send handle dropped.
-    pub(super) fn send_closed(self) -> bool {
-        self.0 & SEND_CLOSED != 0
+    pub(super) fn tx_closed(self) -> bool {
+        self.0 & TX_CLOSED != 0
     }
 
     /// `Hub::close` ran: every receiver was torn down, new ones are born closed.
@@ -35,14 +35,14 @@ impl Word {
     }
 
     /// Receivers registered and not yet deregistered.
-    pub(super) fn live(self) -> u64 {
-        self.0 & LIVE_MASK
+    pub(super) fn receivers(self) -> u64 {
+        self.0 & RECEIVER_MASK
     }
 }
 
-impl State {
+impl HubState {
     pub(super) fn new() -> Self {
-        State(AtomicU64::new(0))
+        HubState(AtomicU64::new(0))
     }
 
     /// The send path's one load, taken without the hub mutex.
@@ -52,14 +52,14 @@ impl State {
     /// or deregistering thread did before that transition, as with any channel.
     /// Correctness of the bus itself does not hang on it: every answer other than
     /// those two is re-decided under the mutex.
-    pub(super) fn load(&self) -> Word {
-        Word(self.0.load(Ordering::Acquire))
+    pub(super) fn load(&self) -> Snapshot {
+        Snapshot(self.0.load(Ordering::Acquire))
     }
 
     /// A read by a thread holding the hub mutex. Relaxed is enough: every write
     /// happens under that mutex, whose acquisition orders them before this read.
-    pub(super) fn load_locked(&self) -> Word {
-        Word(self.0.load(Ordering::Relaxed))
+    pub(super) fn load_locked(&self) -> Snapshot {
+        Snapshot(self.0.load(Ordering::Relaxed))
     }
 
     /// One more live receiver. Caller holds the hub mutex and saw the send side
@@ -77,15 +77,15 @@ impl State {
     /// Graceful close. Caller holds the hub mutex. Returns whether this call closed
     /// the send side (false: it was already closed, by either kind).
     pub(super) fn close_send_locked(&self) -> bool {
-        let before = Word(self.0.fetch_or(SEND_CLOSED, Ordering::Release));
-        !before.send_closed()
+        let before = Snapshot(self.0.fetch_or(TX_CLOSED, Ordering::Release));
+        !before.tx_closed()
     }
 
     /// Hard close. Caller holds the hub mutex and deregisters every receiver in
     /// the same critical section, hence the count of zero. Returns whether this
     /// call did it (false: `Hub::close` already ran).
     pub(super) fn close_hub_locked(&self) -> bool {
-        let before = Word(self.0.swap(SEND_CLOSED | HUB_CLOSED, Ordering::Release));
+        let before = Snapshot(self.0.swap(TX_CLOSED | HUB_CLOSED, Ordering::Release));
         !before.hub_closed()
     }
 }
@@ -96,21 +96,21 @@ mod tests {
 
     #[test]
     fn transitions_keep_count_and_bits_apart() {
-        let s = State::new();
-        assert_eq!(s.load().live(), 0);
+        let s = HubState::new();
+        assert_eq!(s.load().receivers(), 0);
         s.register_locked();
         s.register_locked();
         s.deregister_locked();
-        assert_eq!(s.load().live(), 1);
-        assert!(!s.load().send_closed());
+        assert_eq!(s.load().receivers(), 1);
+        assert!(!s.load().tx_closed());
         assert!(s.close_send_locked());
         assert!(!s.close_send_locked());
-        assert!(s.load().send_closed() && !s.load().hub_closed());
-        assert_eq!(s.load().live(), 1);
+        assert!(s.load().tx_closed() && !s.load().hub_closed());
+        assert_eq!(s.load().receivers(), 1);
         assert!(s.close_hub_locked());
         assert!(!s.close_hub_locked());
         let w = s.load();
-        assert!(w.send_closed() && w.hub_closed());
-        assert_eq!(w.live(), 0);
+        assert!(w.tx_closed() && w.hub_closed());
+        assert_eq!(w.receivers(), 0);
     }
 }
