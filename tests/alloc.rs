@@ -11,11 +11,13 @@
 //! is what the macro's tests pin (after one uncounted coalescing pass).
 //!
 //! Counts come from a counting global allocator that counts per thread, only
-//! while asked to (`tests/support/counting.rs`). Run with `--nocapture` to see
+//! while asked to (`test-support/src/counting.rs`). Run with `--nocapture` to see
 //! the numbers printed for the non-pinned cases.
 
-#[path = "support/counting.rs"]
-mod counting;
+use keybus_test_support::counting::{self, Counting};
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 use counting::allocations_in;
 

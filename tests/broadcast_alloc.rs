@@ -3,8 +3,10 @@
 //! allocator that counts per thread, only while asked to, so the test harness and
 //! the other test cannot disturb the count.
 
-#[path = "support/counting.rs"]
-mod counting;
+use keybus_test_support::counting::{self, Counting};
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 use counting::allocations_in;
 

@@ -4,7 +4,7 @@
 //! - `differential_conflate`: `keybus::conflate` against `keybus::baseline::conflate`.
 //! - `differential_broadcast`: `keybus::broadcast` against `keybus::baseline::broadcast`.
 //! - `*_model`, `*_baseline_model`: each implementation against the reference model
-//!   in `tests/common/*_model.rs`, the tie-breaker when the two disagree.
+//!   in `test-support/src/*_ops/model.rs`, the tie-breaker when the two disagree.
 //!
 //! Sequences are generated from seeded RNGs, so every run is the same. On a
 //! mismatch the test shrinks the sequence, prints it with its seed, and fails.
@@ -17,7 +17,7 @@
 //! - `KEYBUS_DIFF_OPS`: total ops per test (default 300 000; scale up for soak runs).
 //! - `KEYBUS_DIFF_SEED`: run only the sequence with this seed (as printed on failure).
 
-mod common;
+use keybus_test_support as common;
 
 use common::harness::{self, Rng};
 use common::{broadcast_ops, conflate_ops};

@@ -12,8 +12,10 @@
 //! Hash tables and vectors grow by doubling, so bytes per key depend on where in
 //! its growth step a table is: the table reports several sizes.
 
-#[path = "support/counting.rs"]
-mod counting;
+use keybus_test_support::counting::{self, Counting};
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 use counting::measure;
 

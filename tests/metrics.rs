@@ -10,8 +10,10 @@
 //!
 //! Run with `cargo test --features metrics --test metrics`.
 
-#[path = "support/counting.rs"]
-mod counting;
+use keybus_test_support::counting::{self, Counting};
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 use keybus::metrics::{CounterUpdate, GaugeUpdate, KeybusRecorder, Kind, Summary, Totals, Update};
 use keybus::{RecvTimeoutError, TryRecvError};

@@ -1,17 +1,13 @@
 //! Decodes the input into a broadcast op sequence (the generator the differential
 //! test uses) and runs it on two implementations in lockstep, panicking on the
-//! first difference. See `tests/common/broadcast_ops.rs`.
+//! first difference. See `test-support/src/broadcast_ops.rs`.
 #![no_main]
-// The shared modules carry helpers for the tests that a fuzz target does not use.
-#![allow(dead_code)]
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/common/harness.rs"]
-mod harness;
+use keybus_test_support::harness;
 
-#[path = "../../tests/common/broadcast_ops.rs"]
-mod broadcast_ops;
+use keybus_test_support::broadcast_ops;
 
 use broadcast_ops::{Baseline, Lockfree, Scenario};
 

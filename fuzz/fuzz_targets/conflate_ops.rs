@@ -4,18 +4,14 @@
 //! snapshot and bounded (`max_pending`) receivers, `latest`, `snapshot` and
 //! `stats`; every receiver's and the hub's stats are compared after every step,
 //! and each side's receivers must keep the conservation law after every step.
-//! See `tests/common/conflate_ops.rs`.
+//! See `test-support/src/conflate_ops.rs`.
 #![no_main]
-// The shared modules carry helpers for the tests that a fuzz target does not use.
-#![allow(dead_code)]
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/common/harness.rs"]
-mod harness;
+use keybus_test_support::harness;
 
-#[path = "../../tests/common/conflate_ops.rs"]
-mod conflate_ops;
+use keybus_test_support::conflate_ops;
 
 use conflate_ops::{Baseline, Lockfree, Scenario};
 

@@ -11,12 +11,11 @@
 //! on every interesting boundary: the evicted range, `oldest - 1`, the tail, and the
 //! future, whatever the capacity.
 
-use super::harness::{self, pick, Lockstep, Source, Tally};
+use crate::harness::{self, pick, Lockstep, Source, Tally};
 use keybus::{Entry, ReadError};
 use std::fmt;
 use std::time::Duration;
 
-#[path = "broadcast_model.rs"]
 pub mod model;
 
 /// Values are drawn from `0..4`, so `append_if_changed` often sees its latest.

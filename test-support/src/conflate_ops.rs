@@ -14,13 +14,12 @@
 //! after every op: the values it keeps alive are exactly its pending slots (a closed
 //! or dropped receiver's values are gone at once), and nothing outlives the handles.
 
-use super::harness::{self, pick, Lockstep, Source, Tally, UserPanic};
+use crate::harness::{self, pick, Lockstep, Source, Tally, UserPanic};
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "conflate_model.rs"]
 pub mod model;
 
 /// Keys are drawn from `0..KEYS`: small enough that sends coalesce often.
@@ -34,6 +33,8 @@ pub type N = i64;
 #[derive(Debug, Clone)]
 pub struct V {
     pub n: N,
+    // Never read: held for the count it adds to the sequence's token.
+    #[allow(dead_code)]
     life: Arc<()>,
 }
 

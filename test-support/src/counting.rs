@@ -4,21 +4,19 @@
 //! `measure`), so the test harness, other tests and other threads cannot disturb
 //! a count. Every call is forwarded to `System` unchanged.
 //!
-//! A test crate uses it with
+//! A test crate installs it as its `#[global_allocator]` (a library cannot
+//! choose one for every binary that links it):
 //!
 //! ```ignore
-//! #[path = "support/counting.rs"]
-//! mod counting;
+//! #[global_allocator]
+//! static ALLOC: keybus_test_support::counting::Counting = keybus_test_support::counting::Counting;
 //! ```
-//!
-//! which also installs it as that crate's `#[global_allocator]`.
-
-#![allow(dead_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-struct Counting;
+/// The counting allocator: forwards to `System`, counting per thread while asked.
+pub struct Counting;
 
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
@@ -67,9 +65,6 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
 }
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// What a measured closure did to the heap, on this thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -258,6 +258,8 @@ impl<T: Clone + 'static> Reader<T> {
     }
 
     /// Only callable where it would not block (see [`Buffer::read`]).
+    // Named after the API it models (`Reader::next`), not `Iterator::next`.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Entry<T>, ReadError> {
         match self.try_next() {
             Err(ReadError::Empty) => panic!("model: next would block forever"),
