@@ -32,6 +32,7 @@ mod error;
 mod event;
 mod generation;
 mod policy;
+mod receiver_iter;
 mod reentrancy;
 mod stats;
 mod sync;

@@ -320,48 +320,4 @@ impl<K, V> fmt::Debug for Receiver<K, V> {
     }
 }
 
-/// Blocking iterator returned by [`Receiver::iter`].
-pub struct Iter<'a, K, V> {
-    rx: &'a mut Receiver<K, V>,
-}
-
-impl<K, V> Iterator for Iter<'_, K, V>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + 'static,
-{
-    type Item = Event<K, V>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.rx.recv().ok()
-    }
-}
-
-impl<K, V> fmt::Debug for Iter<'_, K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").finish_non_exhaustive()
-    }
-}
-
-/// Non-blocking iterator returned by [`Receiver::try_iter`].
-pub struct TryIter<'a, K, V> {
-    rx: &'a mut Receiver<K, V>,
-}
-
-impl<K, V> Iterator for TryIter<'_, K, V>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + 'static,
-{
-    type Item = Event<K, V>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.rx.try_recv().ok()
-    }
-}
-
-impl<K, V> fmt::Debug for TryIter<'_, K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TryIter").finish_non_exhaustive()
-    }
-}
+crate::receiver_iter::receiver_iterators!();

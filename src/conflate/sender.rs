@@ -144,10 +144,6 @@ impl<K, V> Drop for Sender<K, V> {
 
 impl<K, V> fmt::Debug for Sender<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.shared.state.load();
-        f.debug_struct("Sender")
-            .field("closed", &state.tx_closed())
-            .field("receivers", &state.receivers())
-            .finish()
+        self.shared.state.load().fmt_handle(f, "Sender")
     }
 }

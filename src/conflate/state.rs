@@ -37,6 +37,8 @@
 //!   the same word, and may only overwrite a slot again once its count is zero: a
 //!   grace period, as in RCU, counted by the word every send already touches.
 
+use std::fmt;
+
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 const RECEIVER_MASK: u64 = (1 << 21) - 1;
@@ -53,6 +55,17 @@ const TX_CLOSED: u64 = 1 << 63;
 pub(crate) struct Snapshot(u64);
 
 impl Snapshot {
+    /// How a `Hub` or `Sender` handle prints itself: the state they share.
+    pub(crate) fn fmt_handle(self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        crate::stats::fmt_handle(
+            f,
+            name,
+            self.tx_closed(),
+            self.hub_closed(),
+            self.receivers(),
+        )
+    }
+
     pub(crate) fn tx_closed(self) -> bool {
         self.0 & TX_CLOSED != 0
     }

@@ -29,12 +29,7 @@ impl<K, V> Clone for Hub<K, V> {
 
 impl<K, V> fmt::Debug for Hub<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let now = self.side.shared.state.load();
-        f.debug_struct("Hub")
-            .field("tx_closed", &now.tx_closed())
-            .field("hub_closed", &now.hub_closed())
-            .field("receivers", &now.receivers())
-            .finish()
+        self.side.shared.state.load().fmt_handle(f, "Hub")
     }
 }
 

@@ -40,11 +40,7 @@ impl<K, V> Clone for Sender<K, V> {
 
 impl<K, V> fmt::Debug for Sender<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let now = self.side.shared.state.load();
-        f.debug_struct("Sender")
-            .field("closed", &now.tx_closed())
-            .field("receivers", &now.receivers())
-            .finish()
+        self.side.shared.state.load().fmt_handle(f, "Sender")
     }
 }
 

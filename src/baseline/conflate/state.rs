@@ -1,6 +1,8 @@
 //! The hub's state word: both closed bits and the live-receiver count in one
 //! `AtomicU64`, so the send path decides "closed? anybody listening?" with one load.
 
+use std::fmt;
+
 use crate::sync::{AtomicU64, Ordering};
 
 /// Layout of the word:
@@ -24,6 +26,17 @@ const HUB_CLOSED: u64 = 1 << 62;
 const RECEIVER_MASK: u64 = HUB_CLOSED - 1;
 
 impl Snapshot {
+    /// How a `Hub` or `Sender` handle prints itself: the state they share.
+    pub(super) fn fmt_handle(self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        crate::stats::fmt_handle(
+            f,
+            name,
+            self.tx_closed(),
+            self.hub_closed(),
+            self.receivers(),
+        )
+    }
+
     /// Sends fail: `Sender::close`, `Hub::close`, or every send handle dropped.
     pub(super) fn tx_closed(self) -> bool {
         self.0 & TX_CLOSED != 0
