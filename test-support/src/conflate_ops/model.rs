@@ -8,7 +8,7 @@
 //! modules (minus the blocking and async forms, which single-threaded sequences
 //! cannot exercise), so `conflate_impl!` adapts it like any other.
 
-use keybus::{RecvError, RecvTimeoutError, SendError, TryRecvError};
+use keybus::{HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -51,29 +51,6 @@ struct Slot<K, V> {
     key: K,
     value: V,
     sends: u64,
-}
-
-/// The model's accounting (same field names as `keybus::ReceiverStats`, whose
-/// `#[non_exhaustive]` keeps the model from building one).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReceiverStats {
-    pub received: u64,
-    pub filtered: u64,
-    pub delivered: u64,
-    pub folded: u64,
-    pub annihilated: u64,
-    pub overflowed: u64,
-    pub dropped: u64,
-    pub pending: u64,
-    pub pending_sends: u64,
-}
-
-/// As `keybus::HubStats`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HubStats {
-    pub sent: u64,
-    pub refused: u64,
-    pub receivers: u64,
 }
 
 struct Rx<K, V> {
@@ -237,11 +214,12 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
 
     pub fn stats(&self) -> HubStats {
         let s = self.shared.borrow();
-        HubStats {
-            sent: s.sent,
-            refused: s.refused,
-            receivers: s.receivers.len() as u64,
-        }
+        // `#[non_exhaustive]`: built from `Default`, field by field.
+        let mut stats = HubStats::default();
+        stats.sent = s.sent;
+        stats.refused = s.refused;
+        stats.receivers = s.receivers.len() as u64;
+        stats
     }
 
     pub fn sender(&self) -> Sender<K, V> {
