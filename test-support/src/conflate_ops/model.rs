@@ -124,21 +124,17 @@ pub struct HubBuilder<K, V> {
 }
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> HubBuilder<K, V> {
-    pub fn merge<F>(self, merge: F) -> Self
+    pub fn merge<F>(mut self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
-        HubBuilder {
-            merge: Some(Rc::new(merge)),
-            ..self
-        }
+        self.merge = Some(Rc::new(merge));
+        self
     }
 
-    pub fn retain_latest(self) -> Self {
-        HubBuilder {
-            retain: true,
-            ..self
-        }
+    pub fn retain_latest(mut self) -> Self {
+        self.retain = true;
+        self
     }
 
     pub fn build(self) -> Hub<K, V> {
@@ -275,50 +271,40 @@ impl<K, V> Drop for Hub<K, V> {
 }
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
-    pub fn key(self, key: K) -> Self {
-        ReceiverBuilder {
-            filter: Filter::Key(key),
-            ..self
-        }
+    pub fn key(mut self, key: K) -> Self {
+        self.filter = Filter::Key(key);
+        self
     }
 
-    pub fn key_filter<F>(self, keep: F) -> Self
+    pub fn key_filter<F>(mut self, keep: F) -> Self
     where
         F: Fn(&K) -> bool + Send + Sync + 'static,
     {
-        ReceiverBuilder {
-            filter: Filter::Pred(Rc::new(keep)),
-            ..self
-        }
+        self.filter = Filter::Pred(Rc::new(keep));
+        self
     }
 
-    pub fn merge<F>(self, merge: F) -> Self
+    pub fn merge<F>(mut self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
-        ReceiverBuilder {
-            merge: Some(Rc::new(merge)),
-            ..self
-        }
+        self.merge = Some(Rc::new(merge));
+        self
     }
 
-    pub fn snapshot(self) -> Self {
+    pub fn snapshot(mut self) -> Self {
         assert!(
             self.shared.borrow().table.is_some(),
             "model: snapshot() on a hub without retain_latest"
         );
-        ReceiverBuilder {
-            snapshot: true,
-            ..self
-        }
+        self.snapshot = true;
+        self
     }
 
-    pub fn max_pending(self, n: usize) -> Self {
+    pub fn max_pending(mut self, n: usize) -> Self {
         assert!(n >= 1, "model: max_pending(0)");
-        ReceiverBuilder {
-            max_pending: Some(n),
-            ..self
-        }
+        self.max_pending = Some(n);
+        self
     }
 
     pub fn build(self) -> Receiver<K, V> {
