@@ -11,9 +11,8 @@
 //! on every interesting boundary: the evicted range, `oldest - 1`, the tail, and the
 //! future, whatever the capacity.
 
-use crate::harness::{self, pick, Lockstep, Source, Tally};
+use crate::harness::{self, clone_picked, drop_picked, pick, Lockstep, Source, Tally};
 use keybus::{Entry, ReadError};
-use std::fmt;
 use std::time::Duration;
 
 pub mod model;
@@ -144,12 +143,8 @@ pub enum Op {
     },
 }
 
-/// A whole sequence: the buffer's capacity and the ops.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scenario {
-    pub capacity: usize,
-    pub ops: Vec<Op>,
-}
+/// A whole sequence: the buffer's capacity (the setup) and the ops.
+pub type Scenario = harness::Scenario<usize, Op>;
 
 fn gen_capacity(src: &mut impl Source) -> usize {
     1 + src.below(8) as usize
@@ -263,33 +258,7 @@ impl Scenario {
     /// source runs dry.
     pub fn generate(src: &mut impl Source, max_ops: usize) -> Scenario {
         let capacity = gen_capacity(src);
-        let mut ops = Vec::new();
-        while ops.len() < max_ops && !src.is_exhausted() {
-            ops.push(Op::generate(src));
-        }
-        Scenario { capacity, ops }
-    }
-
-    /// The shortest sub-sequence (by chunk deletion) on which `fails` still holds.
-    pub fn shrink(&self, mut fails: impl FnMut(&Scenario) -> bool) -> Scenario {
-        let capacity = self.capacity;
-        let ops = harness::shrink(self.ops.clone(), |ops| {
-            fails(&Scenario {
-                capacity,
-                ops: ops.to_vec(),
-            })
-        });
-        Scenario { capacity, ops }
-    }
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "capacity: {}", self.capacity)?;
-        for (i, op) in self.ops.iter().enumerate() {
-            writeln!(f, "{i:>4}: {op:?}")?;
-        }
-        Ok(())
+        Scenario::fill(capacity, Vec::new(), src, max_ops, Op::generate)
     }
 }
 
@@ -329,6 +298,15 @@ fn error_label(e: &ReadError) -> &'static str {
 }
 
 impl Outcome {
+    /// `Done` if the op did something, else `Skipped`.
+    fn done(did: bool) -> Outcome {
+        if did {
+            Outcome::Done
+        } else {
+            Outcome::Skipped
+        }
+    }
+
     /// A coarse kind, for the coverage tally the tests print.
     pub fn label(&self) -> &'static str {
         match self {
@@ -568,10 +546,15 @@ impl<I: BroadcastImpl> World<I> {
         let n = pick(self.readers.len(), index)?;
         Some(&mut self.readers[n])
     }
+}
 
+impl<I: BroadcastImpl> Lockstep for World<I> {
+    type Op = Op;
+    type Outcome = Outcome;
+    type Snapshot = Snapshot;
     /// Applies one op. Reads run under [`harness::catch`] because `limit == 0` must
     /// panic; any other panic reaches the caller.
-    pub fn apply(&mut self, op: &Op) -> Outcome {
+    fn apply(&mut self, op: &Op) -> Outcome {
         use Outcome::{Bool, Done, Skipped};
         let capacity = self.capacity;
         let at = |buf: &I::Buffer, after: Cursor| after.resolve(I::tail(buf), capacity);
@@ -652,33 +635,19 @@ impl<I: BroadcastImpl> World<I> {
             Op::NextAsyncOnce { reader } => self
                 .reader(reader)
                 .map_or(Skipped, |r| Outcome::NextAsync(I::next_async_once(r))),
-            Op::DropReader { reader } => match pick(self.readers.len(), reader) {
-                Some(n) => {
-                    drop(self.readers.remove(n));
-                    Done
-                }
-                None => Skipped,
-            },
+            Op::DropReader { reader } => Outcome::done(drop_picked(&mut self.readers, reader)),
             Op::Close { buf } => self.buf(buf).map_or(Skipped, |b| {
                 I::close(b);
                 Done
             }),
             Op::IsClosed { buf } => self.buf(buf).map_or(Skipped, |b| Bool(I::is_closed(b))),
-            Op::CloneBuffer { buf } => match self.buf(buf) {
-                Some(b) if self.buffers.len() < MAX_BUFFERS => {
-                    let clone = I::clone_buffer(b);
-                    self.buffers.push(clone);
-                    Done
-                }
-                _ => Skipped,
-            },
-            Op::DropBuffer { buf } => match pick(self.buffers.len(), buf) {
-                Some(n) => {
-                    drop(self.buffers.remove(n));
-                    Done
-                }
-                None => Skipped,
-            },
+            Op::CloneBuffer { buf } => Outcome::done(clone_picked(
+                &mut self.buffers,
+                buf,
+                MAX_BUFFERS,
+                I::clone_buffer,
+            )),
+            Op::DropBuffer { buf } => Outcome::done(drop_picked(&mut self.buffers, buf)),
             Op::GenerationIsFresh { buf } => self.buf(buf).map_or(Skipped, |b| {
                 Bool(I::generation(&I::new(1)) != I::generation(b))
             }),
@@ -688,9 +657,11 @@ impl<I: BroadcastImpl> World<I> {
             }
         }
     }
-
+    fn label(outcome: &Outcome) -> &'static str {
+        outcome.label()
+    }
     /// Every non-consuming query on every handle.
-    pub fn snapshot(&self) -> Snapshot {
+    fn snapshot(&self) -> Snapshot {
         Snapshot {
             buffers: self
                 .buffers
@@ -709,7 +680,6 @@ impl<I: BroadcastImpl> World<I> {
             cursors: self.readers.iter().map(I::cursor).collect(),
         }
     }
-
     /// What the runner does after the sequence: read everything from every cursor,
     /// close, and read to the end.
     fn epilogue(&self) -> Vec<Op> {
@@ -737,29 +707,11 @@ impl<I: BroadcastImpl> World<I> {
 /// The first difference between two implementations on one sequence.
 pub type Mismatch = harness::Mismatch<Op>;
 
-impl<I: BroadcastImpl> Lockstep for World<I> {
-    type Op = Op;
-    type Outcome = Outcome;
-    type Snapshot = Snapshot;
-    fn apply(&mut self, op: &Op) -> Outcome {
-        World::apply(self, op)
-    }
-    fn label(outcome: &Outcome) -> &'static str {
-        outcome.label()
-    }
-    fn snapshot(&self) -> Snapshot {
-        World::snapshot(self)
-    }
-    fn epilogue(&self) -> Vec<Op> {
-        World::epilogue(self)
-    }
-}
-
 /// Applies `scenario` to `A` and `B` in lockstep (see [`harness::lockstep`]).
 /// Returns a tally of outcome kinds (see [`Outcome::label`]).
 pub fn run<A: BroadcastImpl, B: BroadcastImpl>(scenario: &Scenario) -> Result<Tally, Mismatch> {
-    let mut a = World::<A>::new(scenario.capacity);
-    let mut b = World::<B>::new(scenario.capacity);
+    let mut a = World::<A>::new(scenario.setup);
+    let mut b = World::<B>::new(scenario.setup);
     harness::lockstep(&mut a, &mut b, &scenario.ops)
 }
 

@@ -7,16 +7,15 @@
 //! `keybus::conflate` API (one line per implementation). Results are normalised into
 //! [`Outcome`] (events become plain [`Ev`] values, because `keybus::Event` is
 //! `#[non_exhaustive]` and a reference model cannot build one), then compared with
-//! `==` after every op, together with a [`snapshot`](World::snapshot) of every
+//! `==` after every op, together with a [`snapshot`](harness::Lockstep::snapshot) of every
 //! handle's non-consuming queries (`len`, `is_empty`, `is_closed`).
 //!
 //! Values carry a per-sequence `Arc` token, so each side is also checked on its own
 //! after every op: the values it keeps alive are exactly its pending slots (a closed
 //! or dropped receiver's values are gone at once), and nothing outlives the handles.
 
-use crate::harness::{self, pick, Lockstep, Source, Tally, UserPanic};
+use crate::harness::{self, clone_picked, drop_picked, pick, Lockstep, Source, Tally, UserPanic};
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -261,14 +260,17 @@ pub enum Op {
     },
 }
 
-/// A whole sequence: the hub's merge (`None`: `Hub::new()`), whether it keeps a
-/// state table (`Hub::builder().retain_latest()`), and the ops.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scenario {
+/// How the hub of a sequence is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HubSetup {
+    /// The hub's merge (`None`: `Hub::new()`).
     pub hub_merge: Option<MergeFn>,
+    /// Whether it keeps a state table (`Hub::builder().retain_latest()`).
     pub retain: bool,
-    pub ops: Vec<Op>,
 }
+
+/// A whole sequence: the hub's setup and the ops.
+pub type Scenario = harness::Scenario<HubSetup, Op>;
 
 fn gen_key(src: &mut impl Source) -> K {
     src.below(u32::from(KEYS)) as K
@@ -394,20 +396,14 @@ impl Scenario {
     /// Decodes a sequence: the hub's merge, one to three receivers to start with,
     /// then ops until `max_ops` or until the source runs dry.
     pub fn generate(src: &mut impl Source, max_ops: usize) -> Scenario {
-        let hub_merge = gen_merge(src);
-        let retain = src.below(2) == 0;
-        let mut ops = Vec::new();
-        for _ in 0..=src.below(3) {
-            ops.push(Op::NewReceiver(gen_rx_spec(src)));
-        }
-        while ops.len() < max_ops && !src.is_exhausted() {
-            ops.push(Op::generate(src));
-        }
-        Scenario {
-            hub_merge,
-            retain,
-            ops,
-        }
+        let setup = HubSetup {
+            hub_merge: gen_merge(src),
+            retain: src.below(2) == 0,
+        };
+        let first = (0..=src.below(3))
+            .map(|_| Op::NewReceiver(gen_rx_spec(src)))
+            .collect();
+        Scenario::fill(setup, first, src, max_ops, Op::generate)
     }
 }
 
@@ -464,6 +460,15 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// `Done` if the op did something, else `Skipped`.
+    fn done(did: bool) -> Outcome {
+        if did {
+            Outcome::Done
+        } else {
+            Outcome::Skipped
+        }
+    }
+
     /// A coarse kind, for the coverage tally the tests print.
     pub fn label(&self) -> &'static str {
         match self {
@@ -818,21 +823,6 @@ impl<I: ConflateImpl> World<I> {
         pick(self.senders.len(), index).map(|n| &self.senders[n])
     }
 
-    /// Applies one op (see [`Self::apply_op`]), then notes the table's size
-    /// while a hub handle can tell it.
-    pub fn apply(&mut self, op: &Op) -> Outcome {
-        let outcome = self.apply_op(op);
-        if self.retain {
-            match self.hubs.first() {
-                Some(hub) => self.table_len = Some(I::table(hub).len()),
-                // A send no hub handle can see: the table's size is unknown.
-                None if matches!(op, Op::Send { .. }) => self.table_len = None,
-                None => {}
-            }
-        }
-        outcome
-    }
-
     /// Applies one op. A send, and building a snapshot receiver (its key filter
     /// runs over the table), run under [`harness::catch`] because user code may
     /// panic out of them on purpose; any other panic reaches the caller.
@@ -912,13 +902,7 @@ impl<I: ConflateImpl> World<I> {
                 I::close(r);
                 Done
             }),
-            Op::DropReceiver { rx } => match pick(self.receivers.len(), rx) {
-                Some(n) => {
-                    drop(self.receivers.remove(n));
-                    Done
-                }
-                None => Skipped,
-            },
+            Op::DropReceiver { rx } => Outcome::done(drop_picked(&mut self.receivers, rx)),
             Op::NewSender => match self.hubs.first() {
                 Some(hub) if self.senders.len() < MAX_SENDERS => {
                     self.senders.push(I::sender(hub));
@@ -926,21 +910,13 @@ impl<I: ConflateImpl> World<I> {
                 }
                 _ => Skipped,
             },
-            Op::CloneSender { tx } => match self.tx(tx) {
-                Some(s) if self.senders.len() < MAX_SENDERS => {
-                    let clone = I::clone_sender(s);
-                    self.senders.push(clone);
-                    Done
-                }
-                _ => Skipped,
-            },
-            Op::DropSender { tx } => match pick(self.senders.len(), tx) {
-                Some(n) => {
-                    drop(self.senders.remove(n));
-                    Done
-                }
-                None => Skipped,
-            },
+            Op::CloneSender { tx } => Outcome::done(clone_picked(
+                &mut self.senders,
+                tx,
+                MAX_SENDERS,
+                I::clone_sender,
+            )),
+            Op::DropSender { tx } => Outcome::done(drop_picked(&mut self.senders, tx)),
             Op::SenderClose { tx } => self.tx(tx).map_or(Skipped, |s| {
                 I::sender_close(s);
                 Done
@@ -948,21 +924,8 @@ impl<I: ConflateImpl> World<I> {
             Op::SenderIsClosed { tx } => self
                 .tx(tx)
                 .map_or(Skipped, |s| Bool(I::sender_is_closed(s))),
-            Op::CloneHub => match self.hubs.first() {
-                Some(hub) if self.hubs.len() < MAX_HUBS => {
-                    let clone = I::clone_hub(hub);
-                    self.hubs.push(clone);
-                    Done
-                }
-                _ => Skipped,
-            },
-            Op::DropHub { hub } => match pick(self.hubs.len(), hub) {
-                Some(n) => {
-                    drop(self.hubs.remove(n));
-                    Done
-                }
-                None => Skipped,
-            },
+            Op::CloneHub => Outcome::done(clone_picked(&mut self.hubs, 0, MAX_HUBS, I::clone_hub)),
+            Op::DropHub { hub } => Outcome::done(drop_picked(&mut self.hubs, hub)),
             Op::HubClose => self.hubs.first().map_or(Skipped, |h| {
                 I::hub_close(h);
                 Done
@@ -994,9 +957,31 @@ impl<I: ConflateImpl> World<I> {
             }
         }
     }
+}
 
+impl<I: ConflateImpl> Lockstep for World<I> {
+    type Op = Op;
+    type Outcome = Outcome;
+    type Snapshot = Snapshot;
+    /// Applies one op (see [`Self::apply_op`]), then notes the table's size
+    /// while a hub handle can tell it.
+    fn apply(&mut self, op: &Op) -> Outcome {
+        let outcome = self.apply_op(op);
+        if self.retain {
+            match self.hubs.first() {
+                Some(hub) => self.table_len = Some(I::table(hub).len()),
+                // A send no hub handle can see: the table's size is unknown.
+                None if matches!(op, Op::Send { .. }) => self.table_len = None,
+                None => {}
+            }
+        }
+        outcome
+    }
+    fn label(outcome: &Outcome) -> &'static str {
+        outcome.label()
+    }
     /// Every non-consuming query on every handle.
-    pub fn snapshot(&self) -> Snapshot {
+    fn snapshot(&self) -> Snapshot {
         Snapshot {
             receivers: self
                 .receivers
@@ -1009,7 +994,6 @@ impl<I: ConflateImpl> World<I> {
             hubs_closed: self.hubs.iter().map(I::hub_is_closed).collect(),
         }
     }
-
     /// What the runner does after the sequence: drain every receiver, close
     /// gracefully by dropping every handle, then drain again and check closure.
     fn epilogue(&self) -> Vec<Op> {
@@ -1019,27 +1003,6 @@ impl<I: ConflateImpl> World<I> {
         ops.extend(slots.clone().map(|rx| Op::TryRecv { rx }));
         ops.extend(slots.map(|rx| Op::IsClosed { rx }));
         ops
-    }
-}
-
-/// The first difference between two implementations on one sequence.
-pub type Mismatch = harness::Mismatch<Op>;
-
-impl<I: ConflateImpl> Lockstep for World<I> {
-    type Op = Op;
-    type Outcome = Outcome;
-    type Snapshot = Snapshot;
-    fn apply(&mut self, op: &Op) -> Outcome {
-        World::apply(self, op)
-    }
-    fn label(outcome: &Outcome) -> &'static str {
-        outcome.label()
-    }
-    fn snapshot(&self) -> Snapshot {
-        World::snapshot(self)
-    }
-    fn epilogue(&self) -> Vec<Op> {
-        World::epilogue(self)
     }
     fn check_alone(&self) -> Option<String> {
         // The conservation law, after every step (nothing is in flight between
@@ -1055,46 +1018,16 @@ impl<I: ConflateImpl> Lockstep for World<I> {
     }
 }
 
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "hub merge: {:?}, retain_latest: {}",
-            self.hub_merge, self.retain
-        )?;
-        for (i, op) in self.ops.iter().enumerate() {
-            writeln!(f, "{i:>4}: {op:?}")?;
-        }
-        Ok(())
-    }
-}
-
-impl Scenario {
-    /// The shortest sub-sequence (by chunk deletion) on which `fails` still holds.
-    pub fn shrink(&self, mut fails: impl FnMut(&Scenario) -> bool) -> Scenario {
-        let (hub_merge, retain) = (self.hub_merge, self.retain);
-        let ops = harness::shrink(self.ops.clone(), |ops| {
-            fails(&Scenario {
-                hub_merge,
-                retain,
-                ops: ops.to_vec(),
-            })
-        });
-        Scenario {
-            hub_merge,
-            retain,
-            ops,
-        }
-    }
-}
+/// The first difference between two implementations on one sequence.
+pub type Mismatch = harness::Mismatch<Op>;
 
 /// Applies `scenario` to `A` and `B` in lockstep (see [`harness::lockstep`]), then
 /// drops every handle and checks each side freed every value.
 ///
 /// Returns a tally of outcome kinds (see [`Outcome::label`]) for coverage reports.
 pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tally, Mismatch> {
-    let mut a = World::<A>::new(scenario.hub_merge, scenario.retain);
-    let mut b = World::<B>::new(scenario.hub_merge, scenario.retain);
+    let mut a = World::<A>::new(scenario.setup.hub_merge, scenario.setup.retain);
+    let mut b = World::<B>::new(scenario.setup.hub_merge, scenario.setup.retain);
     let tally = harness::lockstep(&mut a, &mut b, &scenario.ops)?;
     let (la, lb) = (a.teardown(), b.teardown());
     if la != 0 || lb != 0 {

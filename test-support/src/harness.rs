@@ -109,6 +109,31 @@ pub fn pick(len: usize, index: u8) -> Option<usize> {
     (len > 0).then(|| usize::from(index) % len)
 }
 
+/// Drops the handle `index` picks (see [`pick`]); `false` when there is none.
+pub fn drop_picked<H>(handles: &mut Vec<H>, index: u8) -> bool {
+    pick(handles.len(), index)
+        .map(|n| drop(handles.remove(n)))
+        .is_some()
+}
+
+/// Pushes a clone of the handle `index` picks, unless `handles` already holds
+/// `max`; `false` when it does or there is none to clone.
+pub fn clone_picked<H>(
+    handles: &mut Vec<H>,
+    index: u8,
+    max: usize,
+    clone: impl FnOnce(&H) -> H,
+) -> bool {
+    match pick(handles.len(), index) {
+        Some(n) if handles.len() < max => {
+            let made = clone(&handles[n]);
+            handles.push(made);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// The payload of a panic raised on purpose by a user callback (a merge or key
 /// filter) under test. Distinct from any message an implementation could panic
 /// with, so "the user's panic came through" is told apart from "the bus panicked".
@@ -181,6 +206,57 @@ impl Panic {
             "<non-string payload>".to_owned()
         };
         Panic { user, message }
+    }
+}
+
+/// A generated sequence: what the buses are built with (`setup`), then the ops.
+/// The unit a differential test runs, a fuzzer finds and the shrinker cuts down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario<S, Op> {
+    pub setup: S,
+    pub ops: Vec<Op>,
+}
+
+impl<S: Clone, Op: Clone> Scenario<S, Op> {
+    /// `setup` and the `first` ops, then ops drawn by `op` until there are
+    /// `max_ops` or the source runs dry.
+    pub fn fill<Src: Source>(
+        setup: S,
+        first: Vec<Op>,
+        src: &mut Src,
+        max_ops: usize,
+        mut op: impl FnMut(&mut Src) -> Op,
+    ) -> Self {
+        let mut ops = first;
+        while ops.len() < max_ops && !src.is_exhausted() {
+            ops.push(op(src));
+        }
+        Scenario { setup, ops }
+    }
+
+    /// The shortest sub-sequence (by chunk deletion, the setup kept) on which
+    /// `fails` still holds.
+    pub fn shrink(&self, mut fails: impl FnMut(&Self) -> bool) -> Self {
+        let ops = shrink(self.ops.clone(), |ops| {
+            fails(&Scenario {
+                setup: self.setup.clone(),
+                ops: ops.to_vec(),
+            })
+        });
+        Scenario {
+            setup: self.setup.clone(),
+            ops,
+        }
+    }
+}
+
+impl<S: fmt::Debug, Op: fmt::Debug> fmt::Display for Scenario<S, Op> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "setup: {:?}", self.setup)?;
+        for (i, op) in self.ops.iter().enumerate() {
+            writeln!(f, "{i:>4}: {op:?}")?;
+        }
+        Ok(())
     }
 }
 
