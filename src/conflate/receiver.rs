@@ -103,6 +103,19 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     V: Clone + Send + 'static,
 {
+    /// One non-blocking take: closed beats empty beats value.
+    fn try_take<T>(
+        &mut self,
+        take: impl FnMut(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
+    ) -> Result<T, TryRecvError> {
+        let (mut parts, _) = self.parts();
+        match parts.closed_or(take) {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(TryRecvError::Empty),
+            Err(RecvError) => Err(TryRecvError::Closed),
+        }
+    }
+
     /// Blocks until a key is pending and takes the oldest: the key touched first,
     /// with its latest merged value.
     ///
@@ -148,12 +161,7 @@ where
     /// Closed beats empty beats value: [`TryRecvError::Closed`] as for `recv`,
     /// else [`TryRecvError::Empty`] if nothing is pending.
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        let (mut parts, _) = self.parts();
-        match parts.closed_or(RxCore::pop) {
-            Ok(Some(event)) => Ok(event),
-            Ok(None) => Err(TryRecvError::Empty),
-            Err(RecvError) => Err(TryRecvError::Closed),
-        }
+        self.try_take(RxCore::pop)
     }
 
     /// Takes everything pending as of one instant: in queue (first-touch) order,
@@ -167,12 +175,7 @@ where
     /// As [`try_recv`](Self::try_recv). After a graceful close the last backlog
     /// comes back with `Ok`; only the next call reports closed.
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        let (mut parts, _) = self.parts();
-        match parts.closed_or(|core, local| Some(core.cut(local)).filter(|b| !b.is_empty())) {
-            Ok(Some(batch)) => Ok(batch),
-            Ok(None) => Err(TryRecvError::Empty),
-            Err(RecvError) => Err(TryRecvError::Closed),
-        }
+        self.try_take(|core, local| Some(core.cut(local)).filter(|b| !b.is_empty()))
     }
 
     /// A copy of the oldest pending event, left in place: what `try_recv` would
@@ -182,12 +185,7 @@ where
     /// # Errors
     /// As [`try_recv`](Self::try_recv).
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        let (mut parts, _) = self.parts();
-        match parts.closed_or(RxCore::peek) {
-            Ok(Some(event)) => Ok(event),
-            Ok(None) => Err(TryRecvError::Empty),
-            Err(RecvError) => Err(TryRecvError::Closed),
-        }
+        self.try_take(RxCore::peek)
     }
 
     /// An async [`recv`](Self::recv), for any executor. Dropping the future before
