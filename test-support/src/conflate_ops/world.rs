@@ -225,7 +225,7 @@ impl<I: ConflateImpl> Lockstep for World<I> {
     type Op = Op;
     type Outcome = Outcome;
     type Snapshot = Snapshot;
-    /// Applies one op (see [`Self::apply_op`]), then notes the table's size
+    /// Applies one op (see `apply_op`), then notes the table's size
     /// while a hub handle can tell it.
     fn apply(&mut self, op: &Op) -> Outcome {
         let outcome = self.apply_op(op);
