@@ -1,5 +1,7 @@
 //! The values a bus hands to its consumers.
 
+use crate::error::ReadError;
+
 /// One delivery from a [`conflate`](crate::conflate) receiver: the latest merged
 /// value of `key`, and how many sends were merged into it.
 ///
@@ -29,4 +31,31 @@ pub struct Entry<T> {
     pub revision: u64,
     /// The reader's own copy of the value.
     pub value: T,
+}
+
+impl<T> Entry<T> {
+    /// One step of a broadcast reader at `cursor` (both implementations): a
+    /// one-entry read through `read_one`, which leaves the entry in its second
+    /// argument (`None`: nothing yet, buffer open),
+    /// moving the cursor on an entry and on a gap (to just before the oldest
+    /// retained revision, so the next step reads it).
+    pub(crate) fn step(
+        cursor: &mut u64,
+        read_one: impl FnOnce(u64, &mut Option<Entry<T>>) -> Option<Result<usize, ReadError>>,
+    ) -> Option<Result<Entry<T>, ReadError>> {
+        let mut got = None;
+        let answer = read_one(*cursor, &mut got)?;
+        Some(match (answer, got) {
+            (Ok(_), Some(entry)) => {
+                *cursor = entry.revision;
+                Ok(entry)
+            }
+            (Err(ReadError::Gap { after, oldest }), _) => {
+                *cursor = oldest - 1;
+                Err(ReadError::Gap { after, oldest })
+            }
+            (Err(e), _) => Err(e),
+            (Ok(_), None) => unreachable!("a successful read hands over one entry"),
+        })
+    }
 }

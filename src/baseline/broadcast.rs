@@ -299,8 +299,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ///
     /// If `limit == 0`.
     pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
-        assert_limit(limit);
-        block(&self.shared.notify, None, || self.attempt(after, limit))
+        self.wait(after, limit, None)
             .expect("no deadline: never times out")
     }
 
@@ -316,9 +315,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Entry<T>>, ReadError> {
-        assert_limit(limit);
-        let deadline = Instant::now().checked_add(timeout);
-        block(&self.shared.notify, deadline, || self.attempt(after, limit))
+        self.wait(after, limit, Instant::now().checked_add(timeout))
             .unwrap_or(Err(ReadError::Timeout))
     }
 
@@ -368,6 +365,17 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
         self.shared.generation
     }
 
+    /// Blocks until a read answers or `deadline` passes (`None`).
+    fn wait(
+        &self,
+        after: u64,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Option<Result<Vec<Entry<T>>, ReadError>> {
+        assert_limit(limit);
+        block(&self.shared.notify, deadline, || self.attempt(after, limit))
+    }
+
     fn attempt(&self, after: u64, limit: usize) -> Option<Result<Vec<Entry<T>>, ReadError>> {
         let mut out = Vec::new();
         let answer = read_with(&self.shared, after, limit, |entry| out.push(entry))?;
@@ -382,21 +390,10 @@ pub struct Reader<T> {
     cursor: u64,
 }
 
-/// One step of a reader at `cursor`, moving it on success and on a gap.
+/// One step of a reader at `cursor` (see [`Entry::step`]).
 fn step<T: Clone>(shared: &Shared<T>, cursor: &mut u64) -> Option<Result<Entry<T>, ReadError>> {
-    let mut got = None;
-    let answer = read_with(shared, *cursor, 1, |entry| got = Some(entry))?;
-    Some(match (answer, got) {
-        (Ok(_), Some(entry)) => {
-            *cursor = entry.revision;
-            Ok(entry)
-        }
-        (Err(ReadError::Gap { after, oldest }), _) => {
-            *cursor = oldest - 1;
-            Err(ReadError::Gap { after, oldest })
-        }
-        (Err(e), _) => Err(e),
-        (Ok(_), None) => unreachable!("a successful read hands over one entry"),
+    Entry::step(cursor, |after, got| {
+        read_with(shared, after, 1, |entry| *got = Some(entry))
     })
 }
 

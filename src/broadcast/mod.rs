@@ -318,14 +318,8 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ///
     /// If `limit == 0`.
     pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
-        assert_limit(limit);
-        block_armed(
-            &self.ring.notify,
-            None,
-            || self.ring.arm_parking(),
-            || self.attempt(after, limit),
-        )
-        .expect("no deadline: never times out")
+        self.wait(after, limit, None)
+            .expect("no deadline: never times out")
     }
 
     /// Like [`read`](Self::read), but gives up with [`ReadError::Timeout`] after
@@ -342,15 +336,8 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Entry<T>>, ReadError> {
-        assert_limit(limit);
-        let deadline = Instant::now().checked_add(timeout);
-        block_armed(
-            &self.ring.notify,
-            deadline,
-            || self.ring.arm_parking(),
-            || self.attempt(after, limit),
-        )
-        .unwrap_or(Err(ReadError::Timeout))
+        self.wait(after, limit, Instant::now().checked_add(timeout))
+            .unwrap_or(Err(ReadError::Timeout))
     }
 
     /// The async form of [`read`](Self::read): runtime-agnostic and `Send`.
@@ -402,6 +389,23 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// processes). Revisions and cursors are only meaningful together with it.
     pub fn generation(&self) -> u64 {
         self.ring.generation()
+    }
+
+    /// Blocks until a read answers or `deadline` passes (`None`): parks only
+    /// after arming the ring's parking flag (see `Ring::arm_parking`).
+    fn wait(
+        &self,
+        after: u64,
+        limit: usize,
+        deadline: Option<Instant>,
+    ) -> Option<Result<Vec<Entry<T>>, ReadError>> {
+        assert_limit(limit);
+        block_armed(
+            &self.ring.notify,
+            deadline,
+            || self.ring.arm_parking(),
+            || self.attempt(after, limit),
+        )
     }
 
     fn attempt(&self, after: u64, limit: usize) -> Option<Result<Vec<Entry<T>>, ReadError>> {

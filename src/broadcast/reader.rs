@@ -34,22 +34,11 @@ impl<T> Reader<T> {
     }
 }
 
-/// One step of a reader: a read attempt at `cursor` that moves it on success and
-/// on a gap. Taking the fields apart lets the async form borrow them separately.
+/// One step of a reader at `cursor` (see [`Entry::step`]). Taking the fields
+/// apart lets the async form borrow them separately.
 fn step<T: Clone>(ring: &Ring<T>, cursor: &mut u64) -> Option<Result<Entry<T>, ReadError>> {
-    let mut got = None;
-    let answer = ring.read_with(*cursor, 1, |entry| got = Some(entry))?;
-    Some(match (answer, got) {
-        (Ok(_), Some(entry)) => {
-            *cursor = entry.revision;
-            Ok(entry)
-        }
-        (Err(ReadError::Gap { after, oldest }), _) => {
-            *cursor = oldest - 1;
-            Err(ReadError::Gap { after, oldest })
-        }
-        (Err(e), _) => Err(e),
-        (Ok(_), None) => unreachable!("a successful read hands over one entry"),
+    Entry::step(cursor, |after, got| {
+        ring.read_with(after, 1, |entry| *got = Some(entry))
     })
 }
 

@@ -3,7 +3,7 @@
 //! implementations in lockstep and compares every result.
 //!
 //! Same shape as `conflate_ops.rs`: [`BroadcastImpl`] adapts any module with the
-//! `keybus::broadcast` API (`broadcast_impl!` (in `adapter.rs`), one line per implementation),
+//! `keybus::broadcast` API (`broadcast_impl!` (in `runner.rs`), one line per implementation),
 //! results are normalised into [`Outcome`] and compared with `==` after every op,
 //! together with a [`snapshot`](World::snapshot) of every non-consuming query.
 //!
@@ -15,12 +15,10 @@ use crate::harness::{self, clone_picked, drop_picked, pick, Lockstep, Source, Ta
 use keybus::{Entry, ReadError};
 use std::time::Duration;
 
-mod adapter;
 pub mod model;
-mod world;
+mod runner;
 
-pub use adapter::{Baseline, BroadcastImpl, Lockfree, Model};
-pub use world::{check, run, Mismatch, World};
+pub use runner::{check, run, Baseline, BroadcastImpl, Lockfree, Mismatch, Model, World};
 
 /// Values are drawn from `0..4`, so `append_if_changed` often sees its latest.
 pub type T = u8;

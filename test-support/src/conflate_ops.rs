@@ -3,7 +3,7 @@
 //! implementations in lockstep and compares every result.
 //!
 //! The two implementations share no trait, so [`ConflateImpl`] is a small adapter
-//! trait and `conflate_impl!` (in `adapter.rs`) implements it for any module that exposes the
+//! trait and `conflate_impl!` (in `runner.rs`) implements it for any module that exposes the
 //! `keybus::conflate` API (one line per implementation). Results are normalised into
 //! [`Outcome`] (events become plain [`Ev`] values, because `keybus::Event` is
 //! `#[non_exhaustive]` and a reference model cannot build one), then compared with
@@ -19,12 +19,10 @@ use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod adapter;
 pub mod model;
-mod world;
+mod runner;
 
-pub use adapter::{Baseline, ConflateImpl, Lockfree, Model};
-pub use world::{check, run, Mismatch, World};
+pub use runner::{check, run, Baseline, ConflateImpl, Lockfree, Mismatch, Model, World};
 
 /// Keys are drawn from `0..KEYS`: small enough that sends coalesce often.
 pub type K = u8;
@@ -431,6 +429,31 @@ pub struct Ev {
     pub key: K,
     pub value: N,
     pub sends: u64,
+}
+
+/// An implementation's event, normalised (each implementation has its own type).
+pub trait IntoEv {
+    fn ev(self) -> Ev;
+}
+
+impl IntoEv for keybus::Event<K, V> {
+    fn ev(self) -> Ev {
+        Ev {
+            key: self.key,
+            value: self.value.n,
+            sends: self.sends,
+        }
+    }
+}
+
+impl IntoEv for model::Event<K, V> {
+    fn ev(self) -> Ev {
+        Ev {
+            key: self.key,
+            value: self.value.n,
+            sends: self.sends,
+        }
+    }
 }
 
 /// What one op returned.

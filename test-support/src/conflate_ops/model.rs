@@ -96,12 +96,42 @@ struct State<K, V> {
 
 type Shared<K, V> = Rc<RefCell<State<K, V>>>;
 
-pub struct Hub<K, V> {
-    shared: Shared<K, V>,
+/// A send handle's share of the state (a `Hub` or a `Sender`): counted while
+/// alive, so dropping the last one closes the send side.
+struct Handle<K, V>(Shared<K, V>);
+
+impl<K, V> Clone for Handle<K, V> {
+    fn clone(&self) -> Self {
+        self.0.borrow_mut().handles += 1;
+        Handle(self.0.clone())
+    }
 }
 
+impl<K, V> Drop for Handle<K, V> {
+    fn drop(&mut self) {
+        let mut s = self.0.borrow_mut();
+        s.handles -= 1;
+        if s.handles == 0 {
+            s.tx_closed = true;
+        }
+    }
+}
+
+impl<K, V> std::ops::Deref for Handle<K, V> {
+    type Target = Shared<K, V>;
+    fn deref(&self) -> &Shared<K, V> {
+        &self.0
+    }
+}
+
+#[derive(Clone)]
+pub struct Hub<K, V> {
+    shared: Handle<K, V>,
+}
+
+#[derive(Clone)]
 pub struct Sender<K, V> {
-    shared: Shared<K, V>,
+    shared: Handle<K, V>,
 }
 
 pub struct Receiver<K, V> {
@@ -124,10 +154,7 @@ pub struct HubBuilder<K, V> {
 }
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> HubBuilder<K, V> {
-    pub fn merge<F>(mut self, merge: F) -> Self
-    where
-        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
-    {
+    pub fn merge(mut self, merge: impl Fn(V, V) -> Option<V> + Send + Sync + 'static) -> Self {
         self.merge = Some(Rc::new(merge));
         self
     }
@@ -142,19 +169,6 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> HubBuilder<K, V> {
     }
 }
 
-fn acquire<K, V>(shared: &Shared<K, V>) -> Shared<K, V> {
-    shared.borrow_mut().handles += 1;
-    shared.clone()
-}
-
-fn release<K, V>(shared: &Shared<K, V>) {
-    let mut s = shared.borrow_mut();
-    s.handles -= 1;
-    if s.handles == 0 {
-        s.tx_closed = true;
-    }
-}
-
 fn deregister<K, V>(shared: &Shared<K, V>, rx: &Rc<RefCell<Rx<K, V>>>) {
     shared.borrow_mut().receivers.retain(|r| !Rc::ptr_eq(r, rx));
 }
@@ -162,7 +176,7 @@ fn deregister<K, V>(shared: &Shared<K, V>, rx: &Rc<RefCell<Rx<K, V>>>) {
 impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
     fn with(merge: Option<MergeBox<V>>, retain: bool) -> Self {
         Hub {
-            shared: Rc::new(RefCell::new(State {
+            shared: Handle(Rc::new(RefCell::new(State {
                 merge,
                 receivers: Vec::new(),
                 handles: 1,
@@ -171,7 +185,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
                 table: retain.then(Vec::new),
                 sent: 0,
                 refused: 0,
-            })),
+            }))),
         }
     }
 
@@ -218,23 +232,24 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
         stats
     }
 
-    pub fn sender(&self) -> Sender<K, V> {
-        Sender {
-            shared: acquire(&self.shared),
-        }
-    }
-
     pub fn receiver(&self) -> Receiver<K, V> {
         self.receiver_builder().build()
     }
 
     pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
         ReceiverBuilder {
-            shared: self.shared.clone(),
+            shared: Rc::clone(&self.shared),
             filter: Filter::All,
             merge: None,
             snapshot: false,
             max_pending: None,
+        }
+    }
+
+    /// A send handle (the model counts it like the real ones).
+    pub fn sender(&self) -> Sender<K, V> {
+        Sender {
+            shared: self.shared.clone(),
         }
     }
 
@@ -256,20 +271,6 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
     }
 }
 
-impl<K, V> Clone for Hub<K, V> {
-    fn clone(&self) -> Self {
-        Hub {
-            shared: acquire(&self.shared),
-        }
-    }
-}
-
-impl<K, V> Drop for Hub<K, V> {
-    fn drop(&mut self) {
-        release(&self.shared);
-    }
-}
-
 impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
     pub fn key(mut self, key: K) -> Self {
         self.filter = Filter::Key(key);
@@ -284,10 +285,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
         self
     }
 
-    pub fn merge<F>(mut self, merge: F) -> Self
-    where
-        F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
-    {
+    pub fn merge(mut self, merge: impl Fn(V, V) -> Option<V> + Send + Sync + 'static) -> Self {
         self.merge = Some(Rc::new(merge));
         self
     }
@@ -452,20 +450,6 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
 
     pub fn is_closed(&self) -> bool {
         self.shared.borrow().tx_closed
-    }
-}
-
-impl<K, V> Clone for Sender<K, V> {
-    fn clone(&self) -> Self {
-        Sender {
-            shared: acquire(&self.shared),
-        }
-    }
-}
-
-impl<K, V> Drop for Sender<K, V> {
-    fn drop(&mut self) {
-        release(&self.shared);
     }
 }
 
