@@ -31,6 +31,7 @@ pub mod metrics;
 mod error;
 mod event;
 mod generation;
+mod hub_word;
 mod policy;
 mod receiver_iter;
 mod reentrancy;

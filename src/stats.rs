@@ -392,19 +392,3 @@ mod tests {
         assert_eq!((counter.read(), other.read()), (all, 1));
     }
 }
-
-/// How a conflate `Hub` or `Sender` handle prints itself (both implementations):
-/// the state every handle of one hub shares.
-pub(crate) fn fmt_handle(
-    f: &mut std::fmt::Formatter<'_>,
-    name: &str,
-    tx_closed: bool,
-    hub_closed: bool,
-    receivers: u64,
-) -> std::fmt::Result {
-    f.debug_struct(name)
-        .field("tx_closed", &tx_closed)
-        .field("hub_closed", &hub_closed)
-        .field("receivers", &receivers)
-        .finish()
-}

@@ -161,6 +161,7 @@ pub use crate::stats::{HubStats, ReceiverStats};
 pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;
 
+use crate::hub_word::HubWord;
 use crate::policy::{no_state_table, Merge, ReceiverConfig};
 use crate::sync::Arc;
 use core::RxCore;

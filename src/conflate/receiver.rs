@@ -4,6 +4,7 @@ use super::core::{Local, RxCore};
 use super::shared::Shared;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
+use crate::hub_word::HubWord;
 use crate::stats::ReceiverStats;
 use crate::sync::{Arc, Listener};
 use crate::wait::{self, WaitFuture};

@@ -3,6 +3,7 @@
 use super::shared::Shared;
 use super::state::{Entered, Snapshot};
 use crate::error::SendError;
+use crate::hub_word::HubWord;
 use crate::reentrancy::SendScope;
 use crate::sync::Arc;
 use std::fmt;

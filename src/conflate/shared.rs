@@ -6,6 +6,7 @@ use super::registry::{Listed, Registry};
 use super::state::HubState;
 use super::table::Table;
 use crate::error::SendError;
+use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge};
 use crate::reentrancy::{forbid_inside_send, SendScope};
 use crate::stats::{HubStats, SentCounter};

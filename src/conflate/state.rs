@@ -37,8 +37,7 @@
 //!   the same word, and may only overwrite a slot again once its count is zero: a
 //!   grace period, as in RCU, counted by the word every send already touches.
 
-use std::fmt;
-
+use crate::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 const RECEIVER_MASK: u64 = (1 << 21) - 1;
@@ -47,37 +46,20 @@ const QUIESCE: u64 = 1 << 22;
 const CURRENT: u64 = 1 << 23;
 const SENDER_SHIFT: [u32; 2] = [24, 43];
 const SENDER_MAX: u64 = (1 << 19) - 1;
-const HUB_CLOSED: u64 = 1 << 62;
-const TX_CLOSED: u64 = 1 << 63;
 
 /// A decoded copy of the state word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Snapshot(u64);
 
+impl HubWord for Snapshot {
+    const RECEIVER_MASK: u64 = RECEIVER_MASK;
+
+    fn bits(self) -> u64 {
+        self.0
+    }
+}
+
 impl Snapshot {
-    /// How a `Hub` or `Sender` handle prints itself: the state they share.
-    pub(crate) fn fmt_handle(self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
-        crate::stats::fmt_handle(
-            f,
-            name,
-            self.tx_closed(),
-            self.hub_closed(),
-            self.receivers(),
-        )
-    }
-
-    pub(crate) fn tx_closed(self) -> bool {
-        self.0 & TX_CLOSED != 0
-    }
-
-    pub(crate) fn hub_closed(self) -> bool {
-        self.0 & HUB_CLOSED != 0
-    }
-
-    pub(crate) fn receivers(self) -> u64 {
-        self.0 & RECEIVER_MASK
-    }
-
     /// No live receiver and no state table: a send has nothing to do.
     #[inline]
     pub(crate) fn idle(self) -> bool {

@@ -3,6 +3,7 @@
 use super::receiver::Receiver;
 use super::sender::{SendSide, Sender};
 use super::shared::Shared;
+use crate::hub_word::HubWord;
 use crate::policy::{no_state_table, Merge, ReceiverConfig};
 use crate::stats::HubStats;
 use crate::sync::Arc;

@@ -2,6 +2,7 @@
 
 use super::shared::Shared;
 use crate::error::SendError;
+use crate::hub_word::HubWord;
 use crate::sync::Arc;
 use std::fmt;
 use std::hash::Hash;

@@ -4,6 +4,7 @@
 use super::queue::{KeyQueue, Merged};
 use super::state::HubState;
 use crate::error::{SendError, TryRecvError};
+use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
 use crate::reentrancy::{forbid_inside_send, SendScope};
 use crate::stats::{bump, HubStats, ReceiverStats, SentCounter};

@@ -1,8 +1,7 @@
 //! The hub's state word: both closed bits and the live-receiver count in one
 //! `AtomicU64`, so the send path decides "closed? anybody listening?" with one load.
 
-use std::fmt;
-
+use crate::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Layout of the word:
@@ -21,37 +20,17 @@ pub(super) struct HubState(AtomicU64);
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct Snapshot(u64);
 
-const TX_CLOSED: u64 = 1 << 63;
-const HUB_CLOSED: u64 = 1 << 62;
 const RECEIVER_MASK: u64 = HUB_CLOSED - 1;
 
-impl Snapshot {
-    /// How a `Hub` or `Sender` handle prints itself: the state they share.
-    pub(super) fn fmt_handle(self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
-        crate::stats::fmt_handle(
-            f,
-            name,
-            self.tx_closed(),
-            self.hub_closed(),
-            self.receivers(),
-        )
-    }
+impl HubWord for Snapshot {
+    const RECEIVER_MASK: u64 = RECEIVER_MASK;
 
-    /// Sends fail: `Sender::close`, `Hub::close`, or every send handle dropped.
-    pub(super) fn tx_closed(self) -> bool {
-        self.0 & TX_CLOSED != 0
-    }
-
-    /// `Hub::close` ran: every receiver was torn down, new ones are born closed.
-    pub(super) fn hub_closed(self) -> bool {
-        self.0 & HUB_CLOSED != 0
-    }
-
-    /// Receivers registered and not yet deregistered.
-    pub(super) fn receivers(self) -> u64 {
-        self.0 & RECEIVER_MASK
+    fn bits(self) -> u64 {
+        self.0
     }
 }
+
+impl Snapshot {}
 
 impl HubState {
     pub(super) fn new() -> Self {
