@@ -116,7 +116,6 @@ impl ReceiverStats {
         dropped: u64,
         pending: u64,
     ) -> Self {
-        let settled = folded + annihilated + overflowed + dropped;
         ReceiverStats {
             received,
             filtered,
@@ -126,10 +125,20 @@ impl ReceiverStats {
             overflowed,
             dropped,
             pending,
+            pending_sends: 0,
+        }
+        .with_pending_sends()
+    }
+
+    /// Fills in `pending_sends`: what `received` has not yet accounted for.
+    pub(crate) fn with_pending_sends(self) -> Self {
+        let settled = self.folded + self.annihilated + self.overflowed + self.dropped;
+        ReceiverStats {
             // `received` is read after the counters it bounds, so this does not
             // underflow (see the readers); saturate rather than wrap if a future
             // change broke that.
-            pending_sends: received.saturating_sub(settled),
+            pending_sends: self.received.saturating_sub(settled),
+            ..self
         }
     }
 }

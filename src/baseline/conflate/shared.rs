@@ -83,24 +83,19 @@ impl RxCounters {
     /// read after it, and `pending_sends` never underflows.
     pub(super) fn read(&self) -> ReceiverStats {
         let load = |c: &AtomicU64| c.load(Ordering::Acquire);
-        let delivered = load(&self.delivered);
-        let folded = load(&self.folded);
-        let annihilated = load(&self.annihilated);
-        let overflowed = load(&self.overflowed);
-        let dropped = load(&self.dropped);
-        let pending = load(&self.pending);
-        let filtered = load(&self.filtered);
-        let received = load(&self.received);
-        ReceiverStats::derived(
-            received,
-            filtered,
-            delivered,
-            folded,
-            annihilated,
-            overflowed,
-            dropped,
-            pending,
-        )
+        // Fields are evaluated in the order written: `received` last.
+        ReceiverStats {
+            delivered: load(&self.delivered),
+            folded: load(&self.folded),
+            annihilated: load(&self.annihilated),
+            overflowed: load(&self.overflowed),
+            dropped: load(&self.dropped),
+            pending: load(&self.pending),
+            filtered: load(&self.filtered),
+            received: load(&self.received),
+            pending_sends: 0,
+        }
+        .with_pending_sends()
     }
 
     /// Sends folded into the values pending now. Caller holds the hub mutex, so
