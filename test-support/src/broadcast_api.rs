@@ -1,0 +1,192 @@
+//! The broadcast API as traits, so a test is written once and run against both
+//! implementations, `keybus::broadcast` ([`Lockfree`]) and
+//! `keybus::baseline::broadcast` ([`Baseline`]).
+//!
+//! The methods are spelled as in the real API, so a generic test body reads like
+//! user code; only the types are named through the implementation:
+//!
+//! ```
+//! use keybus_test_support::broadcast_api::{Broadcast, Buffer, Lockfree, Reader};
+//!
+//! fn appends_then_reads<B: Broadcast>() {
+//!     let buf: B::Buffer<u64> = Buffer::new(4);
+//!     let mut r = buf.reader();
+//!     assert_eq!(buf.append(7).unwrap(), 1);
+//!     assert_eq!(r.try_next().unwrap().value, 7);
+//! }
+//!
+//! appends_then_reads::<Lockfree>();
+//! ```
+//!
+//! `broadcast_ops::BroadcastImpl` is a different adapter: one value type (`u8`),
+//! with polled-once async forms, for the lockstep runners and the fuzz targets.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+pub use keybus::{AppendError, Entry, ReadError};
+
+/// What a buffer can hold (the bounds of both implementations' methods).
+pub trait Value: Clone + Send + Sync + 'static {}
+
+impl<T: Clone + Send + Sync + 'static> Value for T {}
+
+/// One implementation of the broadcast API: its `Buffer` and `Reader` for any
+/// value type.
+pub trait Broadcast: 'static {
+    /// The module path, for messages.
+    const NAME: &'static str;
+    /// `Buffer<T>` of this implementation.
+    type Buffer<T: Value>: Buffer<T, Reader = Self::Reader<T>>;
+    /// `Reader<T>` of this implementation.
+    type Reader<T: Value>: Reader<T>;
+}
+
+/// `Buffer<T>`: the methods of `keybus::broadcast::Buffer`, same names, same
+/// signatures.
+pub trait Buffer<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
+    /// The reader this buffer hands out.
+    type Reader: Reader<T>;
+
+    fn new(capacity: usize) -> Self;
+    fn capacity(&self) -> usize;
+    fn append(&self, value: T) -> Result<u64, AppendError<T>>;
+    fn append_if_changed(&self, value: T) -> Result<u64, AppendError<T>>
+    where
+        T: PartialEq;
+    fn tail(&self) -> u64;
+    fn validate(&self, after: u64) -> Result<(), ReadError>;
+    fn latest(&self) -> Option<Entry<T>>;
+    fn retained(&self) -> Vec<Entry<T>>;
+    fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    fn read_timeout(
+        &self,
+        after: u64,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Entry<T>>, ReadError>;
+    fn read_async(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_;
+    fn reader(&self) -> Self::Reader;
+    fn reader_at(&self, after: u64) -> Self::Reader;
+    fn close(&self);
+    fn is_closed(&self) -> bool;
+    fn generation(&self) -> u64;
+}
+
+/// `Reader<T>`: the methods of `keybus::broadcast::Reader`.
+pub trait Reader<T: Value>: fmt::Debug + Send + 'static {
+    fn cursor(&self) -> u64;
+    fn next(&mut self) -> Result<Entry<T>, ReadError>;
+    fn try_next(&mut self) -> Result<Entry<T>, ReadError>;
+    fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_;
+}
+
+/// Implements the traits for the module at `$m` as `$family`. Every method
+/// forwards to the inherent one of the same name.
+macro_rules! broadcast_api {
+    ($family:ident => $($m:ident)::+) => {
+        #[doc = concat!("`", stringify!($($m)::+), "` behind the broadcast API traits.")]
+        #[derive(Debug)]
+        pub struct $family;
+
+        impl Broadcast for $family {
+            const NAME: &'static str = stringify!($($m)::+);
+            type Buffer<T: Value> = $($m)::+::Buffer<T>;
+            type Reader<T: Value> = $($m)::+::Reader<T>;
+        }
+
+        impl<T: Value> Buffer<T> for $($m)::+::Buffer<T> {
+            type Reader = $($m)::+::Reader<T>;
+
+            fn new(capacity: usize) -> Self {
+                Self::new(capacity)
+            }
+            fn capacity(&self) -> usize {
+                Self::capacity(self)
+            }
+            fn append(&self, value: T) -> Result<u64, AppendError<T>> {
+                Self::append(self, value)
+            }
+            fn append_if_changed(&self, value: T) -> Result<u64, AppendError<T>>
+            where
+                T: PartialEq,
+            {
+                Self::append_if_changed(self, value)
+            }
+            fn tail(&self) -> u64 {
+                Self::tail(self)
+            }
+            fn validate(&self, after: u64) -> Result<(), ReadError> {
+                Self::validate(self, after)
+            }
+            fn latest(&self) -> Option<Entry<T>> {
+                Self::latest(self)
+            }
+            fn retained(&self) -> Vec<Entry<T>> {
+                Self::retained(self)
+            }
+            fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+                Self::try_read(self, after, limit)
+            }
+            fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+                Self::read(self, after, limit)
+            }
+            fn read_timeout(
+                &self,
+                after: u64,
+                limit: usize,
+                timeout: Duration,
+            ) -> Result<Vec<Entry<T>>, ReadError> {
+                Self::read_timeout(self, after, limit, timeout)
+            }
+            fn read_async(
+                &self,
+                after: u64,
+                limit: usize,
+            ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
+                Self::read_async(self, after, limit)
+            }
+            fn reader(&self) -> Self::Reader {
+                Self::reader(self)
+            }
+            fn reader_at(&self, after: u64) -> Self::Reader {
+                Self::reader_at(self, after)
+            }
+            fn close(&self) {
+                Self::close(self)
+            }
+            fn is_closed(&self) -> bool {
+                Self::is_closed(self)
+            }
+            fn generation(&self) -> u64 {
+                Self::generation(self)
+            }
+        }
+
+        impl<T: Value> Reader<T> for $($m)::+::Reader<T> {
+            fn cursor(&self) -> u64 {
+                Self::cursor(self)
+            }
+            fn next(&mut self) -> Result<Entry<T>, ReadError> {
+                Self::next(self)
+            }
+            fn try_next(&mut self) -> Result<Entry<T>, ReadError> {
+                Self::try_next(self)
+            }
+            fn next_async(
+                &mut self,
+            ) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_ {
+                Self::next_async(self)
+            }
+        }
+    };
+}
+
+broadcast_api!(Lockfree => keybus::broadcast);
+broadcast_api!(Baseline => keybus::baseline::broadcast);
