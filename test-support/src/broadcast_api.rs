@@ -190,3 +190,18 @@ macro_rules! broadcast_api {
 
 broadcast_api!(Lockfree => keybus::broadcast);
 broadcast_api!(Baseline => keybus::baseline::broadcast);
+
+/// The revisions of `entries`, in order.
+pub fn revisions<T>(entries: &[Entry<T>]) -> Vec<u64> {
+    entries.iter().map(|e| e.revision).collect()
+}
+
+/// A buffer of `capacity` with revisions `1..=n` appended, revision `r` holding
+/// `value(r)`.
+pub fn filled<B: Broadcast>(capacity: usize, n: u64, value: fn(u64) -> u64) -> B::Buffer<u64> {
+    let buf: B::Buffer<u64> = Buffer::new(capacity);
+    for revision in 1..=n {
+        assert_eq!(buf.append(value(revision)).unwrap(), revision);
+    }
+    buf
+}

@@ -11,7 +11,7 @@
 //! crate and the library it depends on, which is the same `keybus`) and a
 //! dependency of the fuzz package.
 
-// pub mod bad_input;
+pub mod bad_input;
 pub mod broadcast_api;
 pub mod broadcast_ops;
 pub mod conflate_ops;

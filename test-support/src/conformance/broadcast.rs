@@ -6,7 +6,9 @@
 //! the API details of the rustdoc. Those documented as panicking are run under
 //! `#[should_panic]`. Nothing asserts on timing.
 
-use crate::broadcast_api::{AppendError, Broadcast, Buffer, Entry, ReadError, Reader};
+use crate::broadcast_api::{
+    self, revisions, AppendError, Broadcast, Buffer, Entry, ReadError, Reader,
+};
 use futures::executor::block_on;
 use futures::FutureExt as _;
 use std::collections::HashSet;
@@ -14,16 +16,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-fn revisions<T>(entries: &[Entry<T>]) -> Vec<u64> {
-    entries.iter().map(|e| e.revision).collect()
-}
-
+/// Revisions `1..=n`, revision `r` holding `10 r`.
 fn filled<B: Broadcast>(capacity: usize, n: u64) -> B::Buffer<u64> {
-    let buf: B::Buffer<u64> = Buffer::new(capacity);
-    for i in 1..=n {
-        buf.append(i * 10).unwrap();
-    }
-    buf
+    broadcast_api::filled::<B>(capacity, n, |r| r * 10)
 }
 
 /// A value that owns heap data and encodes its revision everywhere,
@@ -74,13 +69,22 @@ pub fn rule1_boundary_retained_101_to_132<B: Broadcast>() {
     assert!(all.iter().all(|e| e.value == e.revision * 10));
     assert_eq!(buf.validate(100), Ok(()));
     // Cursor 99 lost revision 100.
-    let gap = ReadError::Gap { after: 99, oldest: 101 };
+    let gap = ReadError::Gap {
+        after: 99,
+        oldest: 101,
+    };
     assert_eq!(buf.try_read(99, 10), Err(gap));
     assert_eq!(buf.validate(99), Err(gap));
     assert_eq!(buf.read(99, 10), Err(gap));
     assert_eq!(buf.read_timeout(99, 10, Duration::ZERO), Err(gap));
     assert_eq!(block_on(buf.read_async(99, 10)), Err(gap));
-    assert_eq!(buf.validate(0), Err(ReadError::Gap { after: 0, oldest: 101 }));
+    assert_eq!(
+        buf.validate(0),
+        Err(ReadError::Gap {
+            after: 0,
+            oldest: 101
+        })
+    );
 }
 
 pub fn rule1_future_cursor<B: Broadcast>() {
@@ -104,7 +108,10 @@ pub fn rule1_empty_buffer_bounds<B: Broadcast>() {
     let buf: B::Buffer<u64> = Buffer::new(2);
     assert_eq!(buf.tail(), 0);
     assert_eq!(buf.validate(0), Ok(()));
-    assert_eq!(buf.validate(1), Err(ReadError::Future { after: 1, tail: 0 }));
+    assert_eq!(
+        buf.validate(1),
+        Err(ReadError::Future { after: 1, tail: 0 })
+    );
     assert_eq!(buf.latest(), None);
     assert!(buf.retained().is_empty());
     assert_eq!(buf.try_read(0, 1), Err(ReadError::Empty));
@@ -118,7 +125,10 @@ pub fn rule1_reads_are_oldest_first_and_capped_by_limit<B: Broadcast>() {
     assert_eq!(buf.try_read(6, 1), Err(ReadError::Empty));
     assert_eq!(
         buf.latest(),
-        Some(Entry { revision: 6, value: 60 })
+        Some(Entry {
+            revision: 6,
+            value: 60
+        })
     );
 }
 
@@ -129,19 +139,43 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
         buf.append(i * 10).unwrap();
     }
     // Retained 4..=6: the gap is reported once...
-    assert_eq!(r.try_next(), Err(ReadError::Gap { after: 0, oldest: 4 }));
+    assert_eq!(
+        r.try_next(),
+        Err(ReadError::Gap {
+            after: 0,
+            oldest: 4
+        })
+    );
     assert_eq!(r.cursor(), 3);
     // ...then the reader resumes at the oldest retained entry.
-    assert_eq!(r.try_next().unwrap(), Entry { revision: 4, value: 40 });
+    assert_eq!(
+        r.try_next().unwrap(),
+        Entry {
+            revision: 4,
+            value: 40
+        }
+    );
     assert_eq!(r.next().unwrap().revision, 5);
     assert_eq!(block_on(r.next_async()).unwrap().revision, 6);
     assert_eq!(r.try_next(), Err(ReadError::Empty));
     // The blocking and async forms report gaps the same way.
     let mut r = buf.reader_at(1);
-    assert_eq!(r.next(), Err(ReadError::Gap { after: 1, oldest: 4 }));
+    assert_eq!(
+        r.next(),
+        Err(ReadError::Gap {
+            after: 1,
+            oldest: 4
+        })
+    );
     assert_eq!(r.cursor(), 3);
     let mut r = buf.reader_at(2);
-    assert_eq!(block_on(r.next_async()), Err(ReadError::Gap { after: 2, oldest: 4 }));
+    assert_eq!(
+        block_on(r.next_async()),
+        Err(ReadError::Gap {
+            after: 2,
+            oldest: 4
+        })
+    );
     assert_eq!(r.cursor(), 3);
 }
 
@@ -161,12 +195,24 @@ pub fn rule2_writer_never_waits_for_parked_or_idle_readers<B: Broadcast>() {
     buf.close();
     // Woken by some append; by then revision 1 may be gone.
     match parked.join().unwrap() {
-        Ok(page) => assert_eq!(page[0], Entry { revision: 1, value: 1 }),
+        Ok(page) => assert_eq!(
+            page[0],
+            Entry {
+                revision: 1,
+                value: 1
+            }
+        ),
         Err(ReadError::Gap { after: 0, oldest }) => assert!(oldest > 1),
         Err(e) => panic!("unexpected {e:?}"),
     }
     for mut r in idle {
-        assert_eq!(r.try_next(), Err(ReadError::Gap { after: 0, oldest: 9_999 }));
+        assert_eq!(
+            r.try_next(),
+            Err(ReadError::Gap {
+                after: 0,
+                oldest: 9_999
+            })
+        );
     }
 }
 
@@ -276,8 +322,20 @@ pub fn rule4_snapshot_then_subscribe_loses_nothing<B: Broadcast>() {
     buf.append(40).unwrap();
     buf.append(50).unwrap();
     let mut r = buf.reader_at(snapshot.revision);
-    assert_eq!(r.try_next().unwrap(), Entry { revision: 4, value: 40 });
-    assert_eq!(r.try_next().unwrap(), Entry { revision: 5, value: 50 });
+    assert_eq!(
+        r.try_next().unwrap(),
+        Entry {
+            revision: 4,
+            value: 40
+        }
+    );
+    assert_eq!(
+        r.try_next().unwrap(),
+        Entry {
+            revision: 5,
+            value: 50
+        }
+    );
     assert_eq!(r.try_next(), Err(ReadError::Empty));
     // tail() works as the snapshot too.
     let tail = buf.tail();
@@ -293,7 +351,13 @@ pub fn rule4_snapshot_evicted_before_subscribe_is_a_gap<B: Broadcast>() {
     }
     // Retained 5..=6; revision 4 was lost between snapshot and subscribe.
     let mut r = buf.reader_at(snapshot);
-    assert_eq!(r.next(), Err(ReadError::Gap { after: 3, oldest: 5 }));
+    assert_eq!(
+        r.next(),
+        Err(ReadError::Gap {
+            after: 3,
+            oldest: 5
+        })
+    );
     assert_eq!(r.next().unwrap().revision, 5);
 }
 
@@ -303,7 +367,13 @@ pub fn rule4_reader_starts_at_tail_and_sees_only_new_values<B: Broadcast>() {
     assert_eq!(r.cursor(), 2);
     assert_eq!(r.try_next(), Err(ReadError::Empty));
     buf.append(30).unwrap();
-    assert_eq!(r.try_next().unwrap(), Entry { revision: 3, value: 30 });
+    assert_eq!(
+        r.try_next().unwrap(),
+        Entry {
+            revision: 3,
+            value: 30
+        }
+    );
 }
 
 // ---- rule 5: concurrent appenders ----
@@ -373,13 +443,25 @@ pub fn rule6_readers_drain_then_closed<B: Broadcast>() {
     assert_eq!(revisions(&buf.read(1, 10).unwrap()), [2, 3]);
     assert_eq!(buf.try_read(3, 1), Err(ReadError::Closed));
     assert_eq!(buf.read(3, 1), Err(ReadError::Closed));
-    assert_eq!(buf.read_timeout(3, 1, Duration::from_secs(60)), Err(ReadError::Closed));
+    assert_eq!(
+        buf.read_timeout(3, 1, Duration::from_secs(60)),
+        Err(ReadError::Closed)
+    );
     assert_eq!(block_on(buf.read_async(3, 1)), Err(ReadError::Closed));
     // Gap and Future still win over Closed.
-    assert_eq!(buf.try_read(4, 1), Err(ReadError::Future { after: 4, tail: 3 }));
+    assert_eq!(
+        buf.try_read(4, 1),
+        Err(ReadError::Future { after: 4, tail: 3 })
+    );
     let small = filled::<B>(1, 3);
     small.close();
-    assert_eq!(small.try_read(0, 1), Err(ReadError::Gap { after: 0, oldest: 3 }));
+    assert_eq!(
+        small.try_read(0, 1),
+        Err(ReadError::Gap {
+            after: 0,
+            oldest: 3
+        })
+    );
     // Retained values stay readable after close.
     assert_eq!(buf.latest().unwrap().revision, 3);
     assert_eq!(buf.retained().len(), 3);
@@ -469,12 +551,18 @@ pub fn limit_zero_panics_in_read_async_when_called<B: Broadcast>() {
 
 pub fn read_timeout_times_out_and_a_ready_answer_wins<B: Broadcast>() {
     let buf = filled::<B>(2, 1);
-    assert_eq!(buf.read_timeout(1, 1, Duration::ZERO), Err(ReadError::Timeout));
+    assert_eq!(
+        buf.read_timeout(1, 1, Duration::ZERO),
+        Err(ReadError::Timeout)
+    );
     assert_eq!(
         buf.read_timeout(1, 1, Duration::from_millis(5)),
         Err(ReadError::Timeout)
     );
-    assert_eq!(revisions(&buf.read_timeout(0, 1, Duration::ZERO).unwrap()), [1]);
+    assert_eq!(
+        revisions(&buf.read_timeout(0, 1, Duration::ZERO).unwrap()),
+        [1]
+    );
     assert_eq!(
         revisions(&buf.read_timeout(0, 1, Duration::MAX).unwrap()),
         [1]
@@ -494,7 +582,13 @@ pub fn read_blocks_until_an_append_from_another_thread<B: Broadcast>() {
     buf.append(11u64).unwrap();
     for h in [waiter, timed] {
         let page = h.join().unwrap().unwrap();
-        assert_eq!(page[0], Entry { revision: 1, value: 11 });
+        assert_eq!(
+            page[0],
+            Entry {
+                revision: 1,
+                value: 11
+            }
+        );
     }
 }
 
@@ -521,7 +615,13 @@ pub fn read_async_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
         })
     };
     let page = block_on(buf.read_async(0, 4)).unwrap();
-    assert_eq!(page[0], Entry { revision: 1, value: 5 });
+    assert_eq!(
+        page[0],
+        Entry {
+            revision: 1,
+            value: 5
+        }
+    );
     appender.join().unwrap();
 }
 
@@ -549,6 +649,10 @@ pub fn handles_are_send_sync_and_debug<B: Broadcast>() {
     let text = format!("{buf:?} {r:?}");
     assert!(text.contains("Buffer") && text.contains("Reader"), "{text}");
     assert!(text.contains("tail: 1"), "{text}");
-    let msg = ReadError::Gap { after: 1, oldest: 3 }.to_string();
+    let msg = ReadError::Gap {
+        after: 1,
+        oldest: 3,
+    }
+    .to_string();
     assert_eq!(msg, msg.to_lowercase());
 }
