@@ -90,13 +90,16 @@ pub trait Reader<T: Value>: fmt::Debug + Send + 'static {
 /// Implements the traits for the module at `$m` as `$family`. Every method
 /// forwards to the inherent one of the same name.
 macro_rules! broadcast_api {
-    ($family:ident => $($m:ident)::+) => {
-        #[doc = concat!("`", stringify!($($m)::+), "` behind the broadcast API traits.")]
+    ($family:ident => $first:ident $(:: $rest:ident)*) => {
+        broadcast_api!(@ $family, $first $(::$rest)*, concat!(stringify!($first) $(, "::", stringify!($rest))*));
+    };
+    (@ $family:ident, $($m:ident)::+, $name:expr) => {
+        #[doc = concat!("`", $name, "` behind the broadcast API traits.")]
         #[derive(Debug)]
         pub struct $family;
 
         impl Broadcast for $family {
-            const NAME: &'static str = stringify!($($m)::+);
+            const NAME: &'static str = $name;
             type Buffer<T: Value> = $($m)::+::Buffer<T>;
             type Reader<T: Value> = $($m)::+::Reader<T>;
         }

@@ -18,7 +18,7 @@ pub mod conflate_ops;
 pub mod conformance;
 pub mod counting;
 pub mod harness;
-// pub mod soak;
+pub mod soak;
 
 /// Turns generic test bodies into `#[test]` functions: a module per
 /// implementation, in it one test per body, named as the body.

@@ -39,164 +39,14 @@
 //! Run the full soak with `cargo test --release --test soak -- --nocapture`;
 //! `KEYBUS_SOAK_SEED` repeats a run's epoch shapes (its seed is printed).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use keybus_test_support::counting::Counting;
+use keybus_test_support::soak::{Meter, Peaks, BYTES_FIXED, DEBUG};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
-// ---------------------------------------------------------------------------
-// counting allocator
-
-/// Heap bytes allocated and not yet freed, by anyone in the process.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-/// The highest `LIVE` seen since the last [`Meter::reset_peak`].
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-struct Counting;
-
-fn grew(bytes: usize) {
-    // Relaxed: these are statistics, read only at quiescent points (after
-    // joins, which synchronize); the sum is exact there, the peak approximate.
-    let now = LIVE.fetch_add(bytes, Relaxed) + bytes;
-    if now > PEAK.load(Relaxed) {
-        PEAK.fetch_max(now, Relaxed);
-    }
-}
-
-fn shrank(bytes: usize) {
-    LIVE.fetch_sub(bytes, Relaxed);
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged, so `System` upholds the `GlobalAlloc` contract; the bookkeeping
-// only touches two static atomics, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract: `ptr` was
-        // allocated by this allocator (that is, by `System`) with `layout`.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            // On failure the old block stays allocated and nothing changes.
-            grew(new_size);
-            shrank(layout.size());
-        }
-        new
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract: `ptr` was
-        // allocated by this allocator (that is, by `System`) with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-}
-
+/// Counts live heap bytes for the memory bounds.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Live heap bytes relative to the start of a run.
-struct Meter {
-    start: usize,
-}
-
-/// What live bytes may differ by after everything of a run is dropped: the test
-/// harness itself allocates a little while a test runs (another test's thread
-/// being spawned, its result being sent).
-const LEAK_TOLERANCE: usize = 64 << 10;
-
-impl Meter {
-    fn start() -> Self {
-        Meter {
-            start: LIVE.load(Relaxed),
-        }
-    }
-
-    /// Live bytes now, and restarts the peak from here.
-    fn reset_peak(&self) -> usize {
-        let now = LIVE.load(Relaxed);
-        PEAK.store(now, Relaxed);
-        now
-    }
-
-    /// Peak live bytes since the last `reset_peak`, above `from`.
-    fn peak_above(&self, from: usize) -> usize {
-        PEAK.load(Relaxed).saturating_sub(from)
-    }
-
-    /// Fails if live bytes are above the run's starting level by more than the
-    /// tolerance. (Below is fine: the harness frees what it allocated earlier.)
-    fn assert_back_to_start(&self, what: &str) {
-        let now = LIVE.load(Relaxed);
-        assert!(
-            now <= self.start + LEAK_TOLERANCE,
-            "{what}: {} bytes still live above the starting level ({} bytes), tolerance {}",
-            now - self.start,
-            self.start,
-            LEAK_TOLERANCE
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------
-// budget and turn-taking
-
-/// The whole file's budget; see the module docs.
-fn soak_budget() -> Duration {
-    let default = if cfg!(debug_assertions) { 2.0 } else { 20.0 };
-    let secs = std::env::var("KEYBUS_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(default);
-    Duration::from_secs_f64(secs)
-}
-
-/// `KEYBUS_SOAK_SEED`, or a random one. The seed fixes every epoch's shape
-/// (keys, receivers, filters, endings, close moments); thread interleavings
-/// still differ from run to run.
-fn soak_seed() -> u64 {
-    std::env::var("KEYBUS_SOAK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..))
-}
-
-/// One run's share: four runs (two buses × two implementations).
-fn run_budget() -> Duration {
-    soak_budget() / 4
-}
-
-/// Whether this is a debug build: epochs are made smaller there.
-const DEBUG: bool = cfg!(debug_assertions);
-
-static TURN: Mutex<()> = Mutex::new(());
-
-/// Runs take turns: the allocator's live and peak counts are process-wide.
-fn take_turn() -> MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn kib(bytes: usize) -> f64 {
-    bytes as f64 / 1024.0
-}
+static ALLOC: Counting = Counting;
 
 // ---------------------------------------------------------------------------
 // conflate: a value that accounts for itself
@@ -494,7 +344,6 @@ impl Tally {
 /// Run totals, printed at the end.
 #[derive(Default, Debug)]
 struct ConflateTotals {
-    epochs: usize,
     endings: [usize; 3],
     attempts: u64,
     ok: u64,
@@ -507,18 +356,13 @@ struct ConflateTotals {
     panicked: u64,
     abandoned: u64,
     churned_receivers: u64,
-    /// The highest epoch peak, and the epoch closest to its bound.
-    max_peak: usize,
-    peak: usize,
-    bound: usize,
+    peaks: Peaks,
 }
 
 /// Bytes allowed per pending key per receiver (a slot, a queue ticket, table
-/// slack: hash tables grow by doubling and never shrink), per receiver, and for
-/// everything else an epoch allocates (threads, tallies).
+/// slack: hash tables grow by doubling and never shrink), and per receiver.
 const BYTES_PER_KEY_PER_RECEIVER: usize = 512;
 const BYTES_PER_RECEIVER: usize = 16 << 10;
-const BYTES_FIXED: usize = 512 << 10;
 
 /// Most receivers the churn thread keeps alive at once (parked plus current).
 const CHURN_KEEP: usize = 6;
@@ -945,55 +789,25 @@ macro_rules! soak_conflate {
                 let receivers = stable.len() + CHURN_KEEP + 1;
                 let bound = BYTES_FIXED
                     + receivers * (BYTES_PER_RECEIVER + keys as usize * BYTES_PER_KEY_PER_RECEIVER);
-                assert!(
-                    peak <= bound,
-                    "epoch {index}: peak {peak} bytes above the epoch's start, bound {bound} \
-                     ({keys} keys, {receivers} receivers)"
-                );
+                totals.peaks.check(index, peak, bound, &format!("{keys} keys, {receivers} receivers"));
                 meter.assert_back_to_start(&format!("after epoch {index}"));
 
-                totals.epochs += 1;
                 totals.endings[ending as usize] += 1;
                 totals.attempts += tally.attempts;
                 totals.ok += tally.ok;
                 totals.refused += tally.refused;
                 totals.panics += tally.panics;
                 totals.churned_receivers += churned;
-                totals.max_peak = totals.max_peak.max(peak);
-                // Keep the epoch that came closest to its bound.
-                if totals.bound == 0 || peak * totals.bound > totals.peak * bound {
-                    totals.peak = peak;
-                    totals.bound = bound;
-                }
             }
 
-            let _turn = take_turn();
-            let budget = run_budget();
-            let seed = soak_seed();
-            // Shown if the run fails (the harness prints captured output).
-            println!("soak {}: seed {seed} (KEYBUS_SOAK_SEED)", stringify!($name));
-            let mut rng = fastrand::Rng::with_seed(seed);
-            // A warm-up epoch first: lazily made per-thread state (thread-locals,
-            // the allocator's caches) is then part of the start.
-            epoch(usize::MAX, &mut rng, &mut ConflateTotals::default(), &Meter::start());
-            let meter = Meter::start();
-            let started = Instant::now();
-            let mut totals = ConflateTotals::default();
-            while totals.epochs == 0 || started.elapsed() < budget {
-                epoch(totals.epochs, &mut rng, &mut totals, &meter);
-            }
-            let took = started.elapsed();
-            meter.assert_back_to_start("after the run");
-            let t = &totals;
+            let run = keybus_test_support::soak::run(stringify!($($m)::+), epoch);
+            let t = &run.totals;
             println!(
-                "soak {}: {:.1?}, seed {seed}, {} epochs (sender close {}, hub close {}, drop all {}), \
-                 peak heap {:.0} KiB above start \
-                 (closest to its bound: {:.0} KiB of {:.0} KiB)\n  \
+                "soak {}: {run} (sender close {}, hub close {}, drop all {}), {}\n  \
                  sends: {} attempted = {} ok + {} refused + {} panicked; {} churn receivers\n  \
                  stable receivers: {} offered = {} filtered + {} delivered + {} annihilated + \
                  {} lost in panics + {} abandoned by close",
-                stringify!($name), took, t.epochs, t.endings[0], t.endings[1], t.endings[2],
-                kib(t.max_peak), kib(t.peak), kib(t.bound),
+                stringify!($($m)::+), t.endings[0], t.endings[1], t.endings[2], t.peaks,
                 t.attempts, t.ok, t.refused, t.panics, t.churned_receivers,
                 t.offered, t.filtered, t.delivered, t.annihilated, t.panicked, t.abandoned,
             );
@@ -1003,351 +817,3 @@ macro_rules! soak_conflate {
 
 soak_conflate!(conflate_baseline, keybus::baseline::conflate);
 soak_conflate!(conflate_lockfree, keybus::conflate);
-
-// ---------------------------------------------------------------------------
-// broadcast
-
-/// A value that says who appended it, repeated, so a torn copy shows.
-#[derive(Clone, Debug, PartialEq)]
-struct Tagged {
-    tag: u64,
-    words: Vec<u64>,
-}
-
-impl Tagged {
-    fn new(tag: u64) -> Self {
-        Tagged {
-            tag,
-            words: vec![tag; 1 + (tag % 5) as usize],
-        }
-    }
-
-    fn check(&self) {
-        assert_ne!(self.tag, 0);
-        assert_eq!(self.words.len(), 1 + (self.tag % 5) as usize, "torn value");
-        assert!(self.words.iter().all(|&w| w == self.tag), "torn value");
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ReadForm {
-    Next,
-    TryNext,
-    NextAsync,
-    Blocking,
-    Try,
-    Timeout,
-    Async,
-}
-
-const READ_FORMS: [ReadForm; 7] = [
-    ReadForm::Next,
-    ReadForm::TryNext,
-    ReadForm::NextAsync,
-    ReadForm::Blocking,
-    ReadForm::Try,
-    ReadForm::Timeout,
-    ReadForm::Async,
-];
-
-#[derive(Default, Debug)]
-struct BroadcastTotals {
-    epochs: usize,
-    appends: u64,
-    unchanged: u64,
-    refused: u64,
-    read: u64,
-    skipped: u64,
-    gaps: u64,
-    joins: u64,
-    /// The highest epoch peak, and the epoch closest to its bound.
-    max_peak: usize,
-    peak: usize,
-    bound: usize,
-}
-
-/// Bytes allowed per value held (ring slot, a reader's batch): `Tagged` is a
-/// `u64` and a `Vec` of up to 5 words, in an `Arc` in the ring.
-const BYTES_PER_VALUE: usize = 160;
-
-macro_rules! soak_broadcast {
-    ($name:ident, $($m:ident)::+) => {
-        #[test]
-        fn $name() {
-            use $($m)::+ as imp;
-            use futures::executor::block_on;
-            use imp::{AppendError, Buffer, Entry, ReadError};
-            use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-            use std::thread;
-
-            /// The tag appended under each revision, written by the writer once
-            /// `append` returned it.
-            struct Table(Vec<AtomicU64>);
-
-            impl Table {
-                fn expect(&self, e: &Entry<Tagged>) {
-                    e.value.check();
-                    let slot = &self.0[e.revision as usize];
-                    let mut tag = slot.load(SeqCst);
-                    while tag == 0 {
-                        // The writer has the revision and is about to record it.
-                        thread::yield_now();
-                        tag = slot.load(SeqCst);
-                    }
-                    assert_eq!(e.value.tag, tag, "a value under the wrong revision");
-                }
-            }
-
-            #[derive(Default)]
-            struct ReaderTally {
-                read: u64,
-                skipped: u64,
-                gaps: u64,
-            }
-
-            /// Follows the cursor from `start` until Closed (or leaving early).
-            #[allow(clippy::too_many_arguments)]
-            fn read_all(buf: &Buffer<Tagged>, table: &Table, start: u64, form: ReadForm, slow: bool, leave_after: Option<u64>, capacity: usize, seed: u64) -> ReaderTally {
-                let mut rng = fastrand::Rng::with_seed(seed);
-                let mut reader = buf.reader_at(start);
-                let mut cursor = start;
-                let mut t = ReaderTally::default();
-                loop {
-                    if leave_after.is_some_and(|n| t.read >= n) {
-                        return t;
-                    }
-                    if slow && rng.u8(0..4) == 0 {
-                        if rng.bool() {
-                            thread::sleep(Duration::from_micros(rng.u64(0..400)));
-                        } else {
-                            thread::yield_now();
-                        }
-                    }
-                    let limit = rng.usize(1..=2 * capacity);
-                    let answer: Result<Vec<Entry<Tagged>>, ReadError> = match form {
-                        ReadForm::Next => reader.next().map(|e| vec![e]),
-                        ReadForm::TryNext => reader.try_next().map(|e| vec![e]),
-                        ReadForm::NextAsync => block_on(reader.next_async()).map(|e| vec![e]),
-                        ReadForm::Blocking => buf.read(cursor, limit),
-                        ReadForm::Try => buf.try_read(cursor, limit),
-                        ReadForm::Timeout => buf.read_timeout(cursor, limit, Duration::from_micros(rng.u64(0..300))),
-                        ReadForm::Async => block_on(buf.read_async(cursor, limit)),
-                    };
-                    match answer {
-                        Ok(entries) => {
-                            assert!(!entries.is_empty() && entries.len() <= limit);
-                            for e in &entries {
-                                assert_eq!(e.revision, cursor + 1, "skipped without a gap");
-                                table.expect(e);
-                                cursor = e.revision;
-                            }
-                            t.read += entries.len() as u64;
-                        }
-                        Err(ReadError::Gap { after, oldest }) => {
-                            assert_eq!(after, cursor);
-                            assert!(oldest > after + 1, "a gap that skips nothing");
-                            assert!(oldest <= buf.tail());
-                            t.skipped += oldest - 1 - after;
-                            t.gaps += 1;
-                            cursor = oldest - 1;
-                        }
-                        Err(ReadError::Empty) | Err(ReadError::Timeout) => thread::yield_now(),
-                        Err(ReadError::Closed) => {
-                            assert!(buf.is_closed());
-                            // Closed only once nothing is left past the cursor.
-                            assert_eq!(cursor, buf.tail(), "closed before draining");
-                            assert_eq!(t.read + t.skipped, cursor - start);
-                            return t;
-                        }
-                        Err(e) => panic!("unexpected {e:?} at cursor {cursor}"),
-                    }
-                    if matches!(form, ReadForm::Next | ReadForm::TryNext | ReadForm::NextAsync) {
-                        assert_eq!(reader.cursor(), cursor);
-                    }
-                }
-            }
-
-            fn write(buf: &Buffer<Tagged>, table: &Table, writer: u64, appends: u64, progress: &AtomicU64, seed: u64) -> (u64, u64, u64) {
-                let mut rng = fastrand::Rng::with_seed(seed);
-                let (mut new, mut unchanged, mut refused) = (0u64, 0u64, 0u64);
-                let mut last: Option<(u64, Tagged)> = None;
-                for seq in 1..=appends {
-                    progress.fetch_add(1, SeqCst);
-                    let value = Tagged::new((writer << 40) | seq);
-                    let repeat = writer == 0 && rng.u8(0..4) == 0;
-                    let (value, answer) = match (&last, repeat) {
-                        (Some((_, prev)), true) => (prev.clone(), buf.append_if_changed(prev.clone())),
-                        _ => (value.clone(), buf.append(value)),
-                    };
-                    match answer {
-                        Ok(revision) => {
-                            assert_eq!(refused, 0, "an append succeeded after one failed");
-                            if last.as_ref().is_some_and(|(r, _)| *r == revision) {
-                                assert!(repeat);
-                                unchanged += 1;
-                            } else {
-                                let slot = &table.0[revision as usize];
-                                assert_eq!(slot.swap(value.tag, SeqCst), 0, "revision {revision} given twice");
-                                new += 1;
-                                last = Some((revision, value));
-                            }
-                        }
-                        Err(AppendError(back)) => {
-                            assert_eq!(back, value, "append handed back another value");
-                            refused += 1;
-                        }
-                    }
-                    if rng.u16(0..256) == 0 {
-                        thread::yield_now();
-                    }
-                }
-                (new, unchanged, refused)
-            }
-
-            /// Snapshot then subscribe, over and over, until closed.
-            fn join_late(buf: &Buffer<Tagged>, table: &Table) -> u64 {
-                let mut joins = 0;
-                while !buf.is_closed() {
-                    joins += 1;
-                    let snapshot = buf.latest().map_or(0, |e| {
-                        table.expect(&e);
-                        e.revision
-                    });
-                    let mut reader = buf.reader_at(snapshot);
-                    match reader.try_next() {
-                        Ok(e) => {
-                            assert_eq!(e.revision, snapshot + 1);
-                            table.expect(&e);
-                        }
-                        Err(ReadError::Gap { after, .. }) => assert_eq!(after, snapshot),
-                        Err(ReadError::Empty) | Err(ReadError::Closed) => {}
-                        Err(e) => panic!("snapshot then subscribe: {e:?}"),
-                    }
-                    let retained = buf.retained();
-                    assert!(retained.len() <= buf.capacity());
-                    assert!(retained.windows(2).all(|w| w[0].revision < w[1].revision));
-                    retained.iter().for_each(|e| table.expect(e));
-                    assert!(matches!(buf.validate(u64::MAX), Err(ReadError::Future { .. })));
-                    thread::yield_now();
-                }
-                joins
-            }
-
-            fn epoch(index: usize, rng: &mut fastrand::Rng, totals: &mut BroadcastTotals, meter: &Meter) {
-                const WRITERS: u64 = 2;
-                let per = if DEBUG { rng.u64(200..4_000) } else { rng.u64(5_000..60_000) };
-                let capacity = if rng.bool() { rng.usize(1..8) } else { rng.usize(8..128) };
-                let table = Table((0..=WRITERS * per).map(|_| AtomicU64::new(0)).collect());
-                let before = meter.reset_peak();
-                let buf: Buffer<Tagged> = Buffer::new(capacity);
-                let readers = rng.usize(2..=5);
-                let progress = AtomicU64::new(0);
-                let writing = AtomicU64::new(WRITERS);
-                let close_at = rng.u64(0..WRITERS * per + WRITERS * per / 4);
-                let seeds: Vec<u64> = (0..16).map(|_| rng.u64(..)).collect();
-                let specs: Vec<(ReadForm, bool, Option<u64>, bool)> = (0..readers)
-                    .map(|_| {
-                        (
-                            READ_FORMS[rng.usize(..READ_FORMS.len())],
-                            rng.u8(0..3) == 0,
-                            (rng.u8(0..6) == 0).then(|| rng.u64(0..3_000)),
-                            rng.bool(),
-                        )
-                    })
-                    .collect();
-                thread::scope(|s| {
-                    let reader_threads: Vec<_> = specs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &(form, slow, leave, from_start))| {
-                            let (buf, table, seed) = (&buf, &table, seeds[i]);
-                            // From the beginning (may gap at once) or from now.
-                            let start = if from_start { 0 } else { buf.tail() };
-                            s.spawn(move || read_all(buf, table, start, form, slow, leave, capacity, seed))
-                        })
-                        .collect();
-                    let joiner = s.spawn(|| join_late(&buf, &table));
-                    let writers: Vec<_> = (0..WRITERS)
-                        .map(|w| {
-                            let (buf, table, progress, writing, seed) = (&buf, &table, &progress, &writing, seeds[8 + w as usize]);
-                            s.spawn(move || {
-                                let r = write(buf, table, w, per, progress, seed);
-                                writing.fetch_sub(1, SeqCst);
-                                r
-                            })
-                        })
-                        .collect();
-                    while progress.load(SeqCst) < close_at && writing.load(SeqCst) > 0 {
-                        thread::yield_now();
-                    }
-                    buf.close();
-                    buf.close(); // idempotent
-                    for w in writers {
-                        let (new, unchanged, refused) = w.join().unwrap();
-                        totals.appends += new;
-                        totals.unchanged += unchanged;
-                        totals.refused += refused;
-                    }
-                    totals.joins += joiner.join().unwrap();
-                    for r in reader_threads {
-                        let t = r.join().unwrap();
-                        totals.read += t.read;
-                        totals.skipped += t.skipped;
-                        totals.gaps += t.gaps;
-                    }
-                });
-                // Revisions are exactly the successful new appends.
-                let appended = table.0.iter().filter(|t| t.load(SeqCst) != 0).count() as u64;
-                assert_eq!(buf.tail(), appended);
-                assert!(table.0[1..=appended as usize].iter().all(|t| t.load(SeqCst) != 0));
-                assert!(matches!(buf.append(Tagged::new(1)), Err(AppendError(_))));
-                drop(buf);
-                let peak = meter.peak_above(before);
-                let bound = BYTES_FIXED + (capacity + 2 + readers * (2 * capacity + 1) + 4) * BYTES_PER_VALUE;
-                assert!(
-                    peak <= bound,
-                    "epoch {index}: peak {peak} bytes above the epoch's start, bound {bound} \
-                     (capacity {capacity}, {readers} readers)"
-                );
-                drop(table);
-                meter.assert_back_to_start(&format!("after epoch {index}"));
-                totals.epochs += 1;
-                totals.max_peak = totals.max_peak.max(peak);
-                // Keep the epoch that came closest to its bound.
-                if totals.bound == 0 || peak * totals.bound > totals.peak * bound {
-                    totals.peak = peak;
-                    totals.bound = bound;
-                }
-            }
-
-            let _turn = take_turn();
-            let budget = run_budget();
-            let seed = soak_seed();
-            // Shown if the run fails (the harness prints captured output).
-            println!("soak {}: seed {seed} (KEYBUS_SOAK_SEED)", stringify!($name));
-            let mut rng = fastrand::Rng::with_seed(seed);
-            epoch(usize::MAX, &mut rng, &mut BroadcastTotals::default(), &Meter::start());
-            let meter = Meter::start();
-            let started = Instant::now();
-            let mut totals = BroadcastTotals::default();
-            while totals.epochs == 0 || started.elapsed() < budget {
-                epoch(totals.epochs, &mut rng, &mut totals, &meter);
-            }
-            let took = started.elapsed();
-            meter.assert_back_to_start("after the run");
-            let t = &totals;
-            println!(
-                "soak {}: {:.1?}, seed {seed}, {} epochs, peak heap {:.0} KiB above start \
-                 (closest to its bound: {:.0} KiB of {:.0} KiB)\n  \
-                 appends: {} new revisions, {} unchanged (append_if_changed), {} refused after close; \
-                 {} snapshot-then-subscribe joins\n  \
-                 readers: {} entries read + {} revisions skipped in {} gaps",
-                stringify!($name), took, t.epochs, kib(t.max_peak), kib(t.peak), kib(t.bound),
-                t.appends, t.unchanged, t.refused, t.joins, t.read, t.skipped, t.gaps,
-            );
-        }
-    };
-}
-
-soak_broadcast!(broadcast_baseline, keybus::baseline::broadcast);
-soak_broadcast!(broadcast_lockfree, keybus::broadcast);
