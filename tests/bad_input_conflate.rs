@@ -11,7 +11,7 @@
 //! answer `Closed` to `try_recv` (a leaked in-flight send would answer `Empty`
 //! forever, and make `recv` hang). Nothing asserts on time.
 
-use keybus_test_support::bad_input::{Sprung, Trap, Which};
+use keybus_test_support::bad_input::{Sprung, Touchy, Trap, Which};
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -58,54 +58,6 @@ impl TestKey for Silent {
     }
     fn id(&self) -> u32 {
         self.0
-    }
-}
-
-/// A key or value whose `Hash`, `Eq` and `Clone` panic when its trap says so.
-/// All `Touchy` hash alike, so `Eq` runs whenever two meet in a table.
-struct Touchy {
-    id: u32,
-    trap: Arc<Trap>,
-}
-
-impl Touchy {
-    fn new(id: u32, trap: &Arc<Trap>) -> Self {
-        Touchy {
-            id,
-            trap: trap.clone(),
-        }
-    }
-}
-
-impl Hash for Touchy {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.trap.touch(Which::Hash);
-        state.write_u8(1);
-    }
-}
-
-impl PartialEq for Touchy {
-    fn eq(&self, other: &Self) -> bool {
-        self.trap.touch(Which::Eq);
-        self.id == other.id
-    }
-}
-
-impl Eq for Touchy {}
-
-impl Clone for Touchy {
-    fn clone(&self) -> Self {
-        self.trap.touch(Which::Clone);
-        Touchy {
-            id: self.id,
-            trap: self.trap.clone(),
-        }
-    }
-}
-
-impl std::fmt::Debug for Touchy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Touchy({})", self.id)
     }
 }
 

@@ -22,23 +22,28 @@ keybus_test_support::tests_for! {
     }
 }
 
-fn full_ring_appends_allocate_nothing<B: Broadcast>() {
-    const CAPACITY: u64 = 8;
-    let buf: B::Buffer<[u64; 4]> = Buffer::new(CAPACITY as usize);
-    // Fill the ring (and let any lazily made state be created) before
-    // counting.
-    for i in 1..=3 * CAPACITY {
-        buf.append([i; 4]).unwrap();
-        let _ = buf.latest();
+/// Appends to `buf` until its ring is full three times over, running `after`
+/// with each revision (so lazily made state is made before counting), then
+/// counts the allocations of 10,000 more appends, each followed by `after`.
+fn full_ring_append_allocations<Buf: Buffer<[u64; 4]>>(
+    buf: &Buf,
+    mut after: impl FnMut(u64),
+) -> usize {
+    for i in 1..=3 * buf.capacity() as u64 {
+        after(buf.append([i; 4]).unwrap());
     }
-    let appends = allocations_in(|| {
+    allocations_in(|| {
         for i in 0..10_000u64 {
-            let revision = buf.append([i; 4]).unwrap();
-            if i % 64 == 0 {
-                // A reader on the same thread copies and lets go.
-                assert_eq!(buf.latest().unwrap().revision, revision);
-            }
+            after(buf.append([i; 4]).unwrap());
         }
+    })
+}
+
+fn full_ring_appends_allocate_nothing<B: Broadcast>() {
+    let buf: B::Buffer<[u64; 4]> = Buffer::new(8);
+    // A reader on the same thread copies and lets go.
+    let appends = full_ring_append_allocations(&buf, |revision| {
+        assert_eq!(buf.latest().unwrap().revision, revision);
     });
     assert_eq!(appends, 0, "appends to a full ring allocated");
     // The meter itself works.
@@ -57,20 +62,11 @@ fn full_ring_appends_allocate_nothing<B: Broadcast>() {
 /// Full-ring appends with readers attached: idle ones (a keybus reader is only
 /// a cursor) and ones reading on the writer's thread between appends.
 fn full_ring_appends_with_readers_allocate_nothing<B: Broadcast>() {
-    const CAPACITY: u64 = 16;
-    let buf: B::Buffer<[u64; 4]> = Buffer::new(CAPACITY as usize);
+    let buf: B::Buffer<[u64; 4]> = Buffer::new(16);
     let idle: Vec<_> = (0..4).map(|_| buf.reader()).collect();
     let mut reading = buf.reader();
-    for i in 1..=3 * CAPACITY {
-        buf.append([i; 4]).unwrap();
-        let _ = reading.try_next();
-    }
-    let appends = allocations_in(|| {
-        for i in 0..10_000u64 {
-            let revision = buf.append([i; 4]).unwrap();
-            let entry = reading.try_next().unwrap();
-            assert_eq!(entry.revision, revision);
-        }
+    let appends = full_ring_append_allocations(&buf, |revision| {
+        assert_eq!(reading.try_next().unwrap().revision, revision);
     });
     assert_eq!(
         appends, 0,

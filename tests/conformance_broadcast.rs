@@ -28,11 +28,16 @@ keybus_test_support::tests_for! {
         rule7_generation_identifies_the_buffer_instance,
         append_if_changed_skips_a_value_equal_to_the_latest,
         append_if_changed_compares_across_wraparound,
-        #[should_panic] capacity_zero_panics,
-        #[should_panic] limit_zero_panics_in_try_read,
-        #[should_panic] limit_zero_panics_in_read,
-        #[should_panic] limit_zero_panics_in_read_timeout,
-        #[should_panic] limit_zero_panics_in_read_async_when_called,
+        #[should_panic(expected = "capacity must be at least 1")]
+        capacity_zero_panics,
+        #[should_panic(expected = "limit must be at least 1")]
+        limit_zero_panics_in_try_read,
+        #[should_panic(expected = "limit must be at least 1")]
+        limit_zero_panics_in_read,
+        #[should_panic(expected = "limit must be at least 1")]
+        limit_zero_panics_in_read_timeout,
+        #[should_panic(expected = "limit must be at least 1")]
+        limit_zero_panics_in_read_async_when_called,
         read_timeout_times_out_and_a_ready_answer_wins,
         read_blocks_until_an_append_from_another_thread,
         reader_next_is_woken_by_an_append_from_another_thread,

@@ -2,7 +2,10 @@
 //! give a clear error, a documented panic, or degrade without UB, deadlock or
 //! unbounded memory. Here: the traps both buses' suites set in user trait impls.
 
+use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::Arc;
 
 pub mod broadcast;
 
@@ -57,5 +60,55 @@ impl Trap {
         if hit {
             std::panic::resume_unwind(Box::new(Sprung(which)));
         }
+    }
+}
+
+/// A key or value whose `Hash`, `Eq` and `Clone` panic when its trap says so.
+/// All `Touchy` hash alike, so `Eq` runs whenever two meet in a table; two are
+/// equal when their ids are.
+pub struct Touchy {
+    pub id: u32,
+    trap: Arc<Trap>,
+}
+
+impl Touchy {
+    /// A value with this `id` on `trap`.
+    pub fn new(id: u32, trap: &Arc<Trap>) -> Self {
+        Touchy {
+            id,
+            trap: trap.clone(),
+        }
+    }
+}
+
+impl Hash for Touchy {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.trap.touch(Which::Hash);
+        state.write_u8(1);
+    }
+}
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Self) -> bool {
+        self.trap.touch(Which::Eq);
+        self.id == other.id
+    }
+}
+
+impl Eq for Touchy {}
+
+impl Clone for Touchy {
+    fn clone(&self) -> Self {
+        self.trap.touch(Which::Clone);
+        Touchy {
+            id: self.id,
+            trap: self.trap.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for Touchy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Touchy({})", self.id)
     }
 }

@@ -63,6 +63,16 @@ fn shrank(bytes: usize) {
     LIVE.fetch_sub(bytes, Relaxed);
 }
 
+/// Books an allocation of `layout` that `System` answered with `ptr` (null: it
+/// failed, and nothing became live).
+fn allocated(layout: Layout, ptr: *mut u8) -> *mut u8 {
+    note(1, layout.size() as isize);
+    if !ptr.is_null() {
+        grew(layout.size());
+    }
+    ptr
+}
+
 // SAFETY: every method forwards to `System` unchanged, with the caller's
 // arguments, so `System` upholds the `GlobalAlloc` contract; the bookkeeping
 // touches only const-initialized thread locals without destructors and two
@@ -70,23 +80,13 @@ fn shrank(bytes: usize) {
 // allocator.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(1, layout.size() as isize);
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for `layout`.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
+        allocated(layout, unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(1, layout.size() as isize);
         // SAFETY: as for `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
+        allocated(layout, unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {

@@ -7,7 +7,7 @@
 //! documented panic, or degrade without UB, deadlock or unbounded memory; the
 //! functions documented as panicking run under `#[should_panic]`.
 
-use super::{Trap, Which};
+use super::{Touchy, Trap, Which};
 use crate::broadcast_api::{self, revisions, Broadcast, Buffer, ReadError, Reader};
 use crate::harness::poll_once;
 use futures::executor::block_on;
@@ -247,37 +247,20 @@ pub fn reader_after_close_and_drop_of_every_handle_drains_then_closed<B: Broadca
 
 pub fn duration_max_and_zero_timeouts<B: Broadcast>() {
     let buf = filled::<B>(4, 2);
-    assert_eq!(
-        revisions(&buf.read_timeout(0, 8, Duration::MAX).unwrap()),
-        [1, 2]
-    );
-    assert_eq!(
-        revisions(&buf.read_timeout(0, 8, Duration::ZERO).unwrap()),
-        [1, 2]
-    );
-    assert_eq!(
-        buf.read_timeout(2, 8, Duration::ZERO),
-        Err(ReadError::Timeout)
-    );
-    assert_eq!(
-        buf.read_timeout(2, 8, Duration::from_nanos(1)),
-        Err(ReadError::Timeout)
-    );
+    for timeout in [Duration::MAX, Duration::ZERO] {
+        assert_eq!(revisions(&buf.read_timeout(0, 8, timeout).unwrap()), [1, 2]);
+    }
+    for timeout in [Duration::ZERO, Duration::from_nanos(1)] {
+        assert_eq!(buf.read_timeout(2, 8, timeout), Err(ReadError::Timeout));
+    }
     let small = filled::<B>(2, 9);
-    assert_eq!(
-        small.read_timeout(1, 8, Duration::ZERO),
-        Err(ReadError::Gap {
+    for timeout in [Duration::ZERO, Duration::MAX] {
+        let gap = ReadError::Gap {
             after: 1,
-            oldest: 8
-        })
-    );
-    assert_eq!(
-        small.read_timeout(1, 8, Duration::MAX),
-        Err(ReadError::Gap {
-            after: 1,
-            oldest: 8
-        })
-    );
+            oldest: 8,
+        };
+        assert_eq!(small.read_timeout(1, 8, timeout), Err(gap));
+    }
     // Duration::MAX parks until an append from another thread...
     thread::scope(|s| {
         let waiter = s.spawn(|| buf.read_timeout(2, 8, Duration::MAX).map(|e| revisions(&e)));
@@ -298,38 +281,11 @@ pub fn duration_max_and_zero_timeouts<B: Broadcast>() {
 
 // ---- user trait impls that panic ----
 
-#[derive(Debug)]
-struct Brittle {
-    n: u64,
-    trap: Arc<Trap>,
-}
-
-impl Clone for Brittle {
-    fn clone(&self) -> Self {
-        self.trap.touch(Which::Clone);
-        Brittle {
-            n: self.n,
-            trap: self.trap.clone(),
-        }
-    }
-}
-
-impl PartialEq for Brittle {
-    fn eq(&self, other: &Self) -> bool {
-        self.trap.touch(Which::Eq);
-        self.n == other.n
-    }
-}
-
 pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() {
     let trap = Arc::new(Trap::default());
-    let buf: B::Buffer<Brittle> = Buffer::new(4);
+    let buf: B::Buffer<Touchy> = Buffer::new(4);
     for n in 1..=3 {
-        buf.append(Brittle {
-            n,
-            trap: trap.clone(),
-        })
-        .unwrap();
+        buf.append(Touchy::new(n, &trap)).unwrap();
     }
     let mut r = buf.reader_at(0);
     for nth in 1..=3 {
@@ -342,17 +298,13 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
         assert_eq!(r.cursor(), 0);
     }
     // The writer was never held up, readers still read.
-    buf.append(Brittle {
-        n: 4,
-        trap: trap.clone(),
-    })
-    .unwrap();
-    assert_eq!(r.try_next().unwrap().value.n, 1);
+    buf.append(Touchy::new(4, &trap)).unwrap();
+    assert_eq!(r.try_next().unwrap().value.id, 1);
     assert_eq!(
         buf.try_read(0, 8)
             .unwrap()
             .iter()
-            .map(|e| e.value.n)
+            .map(|e| e.value.id)
             .collect::<Vec<_>>(),
         [1, 2, 3, 4]
     );
@@ -364,47 +316,22 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
 /// Documented: a panic in `T::eq` leaves the buffer unchanged and usable.
 pub fn value_eq_panicking_in_append_if_changed_changes_nothing<B: Broadcast>() {
     let trap = Arc::new(Trap::default());
-    let buf: B::Buffer<Brittle> = Buffer::new(2);
-    buf.append(Brittle {
-        n: 1,
-        trap: trap.clone(),
-    })
-    .unwrap();
+    let buf: B::Buffer<Touchy> = Buffer::new(2);
+    buf.append(Touchy::new(1, &trap)).unwrap();
     trap.arm(Which::Eq, 1);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        buf.append_if_changed(Brittle {
-            n: 2,
-            trap: trap.clone(),
-        })
+        buf.append_if_changed(Touchy::new(2, &trap))
     }));
     assert!(r.is_err());
     trap.disarm();
     assert_eq!(buf.tail(), 1);
-    assert_eq!(buf.latest().unwrap().value.n, 1);
-    assert_eq!(
-        buf.append_if_changed(Brittle {
-            n: 1,
-            trap: trap.clone()
-        })
-        .unwrap(),
-        1
-    );
-    assert_eq!(
-        buf.append_if_changed(Brittle {
-            n: 2,
-            trap: trap.clone()
-        })
-        .unwrap(),
-        2
-    );
+    assert_eq!(buf.latest().unwrap().value.id, 1);
+    assert_eq!(buf.append_if_changed(Touchy::new(1, &trap)).unwrap(), 1);
+    assert_eq!(buf.append_if_changed(Touchy::new(2, &trap)).unwrap(), 2);
     // Appends (and wake-ups) still work.
     thread::scope(|s| {
         let waiter = s.spawn(|| buf.read(2, 1).map(|e| e[0].revision));
-        buf.append(Brittle {
-            n: 3,
-            trap: trap.clone(),
-        })
-        .unwrap();
+        buf.append(Touchy::new(3, &trap)).unwrap();
         assert_eq!(waiter.join().unwrap(), Ok(3));
     });
     drop(buf);
