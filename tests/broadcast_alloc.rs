@@ -5,7 +5,7 @@
 //! traits, run against both implementations.
 
 use keybus_test_support::broadcast_api::{
-    Baseline, Broadcast, Buffer, Lockfree, ReadError, Reader,
+    Baseline, Broadcast, BufferApi, Lockfree, ReadError, ReaderApi,
 };
 use keybus_test_support::counting::{allocations_in, Counting};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +25,7 @@ keybus_test_support::tests_for! {
 /// Appends to `buf` until its ring is full three times over, running `after`
 /// with each revision (so lazily made state is made before counting), then
 /// counts the allocations of 10,000 more appends, each followed by `after`.
-fn full_ring_append_allocations<Buf: Buffer<[u64; 4]>>(
+fn full_ring_append_allocations<Buf: BufferApi<[u64; 4]>>(
     buf: &Buf,
     mut after: impl FnMut(u64),
 ) -> usize {
@@ -40,7 +40,7 @@ fn full_ring_append_allocations<Buf: Buffer<[u64; 4]>>(
 }
 
 fn full_ring_appends_allocate_nothing<B: Broadcast>() {
-    let buf: B::Buffer<[u64; 4]> = Buffer::new(8);
+    let buf = B::Buffer::<[u64; 4]>::new(8);
     // A reader on the same thread copies and lets go.
     let appends = full_ring_append_allocations(&buf, |revision| {
         assert_eq!(buf.latest().unwrap().revision, revision);
@@ -62,7 +62,7 @@ fn full_ring_appends_allocate_nothing<B: Broadcast>() {
 /// Full-ring appends with readers attached: idle ones (a keybus reader is only
 /// a cursor) and ones reading on the writer's thread between appends.
 fn full_ring_appends_with_readers_allocate_nothing<B: Broadcast>() {
-    let buf: B::Buffer<[u64; 4]> = Buffer::new(16);
+    let buf = B::Buffer::<[u64; 4]>::new(16);
     let idle: Vec<_> = (0..4).map(|_| buf.reader()).collect();
     let mut reading = buf.reader();
     let appends = full_ring_append_allocations(&buf, |revision| {
@@ -99,7 +99,7 @@ const MAX_GROWTH: u64 = 4;
 fn concurrent_reader_appends<B: Broadcast>() {
     const READS: u64 = 20_000;
     const MAX_APPENDS: u64 = 5_000_000;
-    let buf: B::Buffer<[u64; 4]> = Buffer::new(64);
+    let buf = B::Buffer::<[u64; 4]>::new(64);
     for i in 1..=128 {
         buf.append([i; 4]).unwrap();
     }

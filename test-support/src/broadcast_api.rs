@@ -6,10 +6,10 @@
 //! user code; only the types are named through the implementation:
 //!
 //! ```
-//! use keybus_test_support::broadcast_api::{Broadcast, Buffer, Lockfree, Reader};
+//! use keybus_test_support::broadcast_api::{Broadcast, BufferApi, Lockfree, ReaderApi};
 //!
 //! fn appends_then_reads<B: Broadcast>() {
-//!     let buf: B::Buffer<u64> = Buffer::new(4);
+//!     let buf = B::Buffer::<u64>::new(4);
 //!     let mut r = buf.reader();
 //!     assert_eq!(buf.append(7).unwrap(), 1);
 //!     assert_eq!(r.try_next().unwrap().value, 7);
@@ -38,52 +38,73 @@ pub trait Broadcast: 'static {
     /// The module path, for messages.
     const NAME: &'static str;
     /// `Buffer<T>` of this implementation.
-    type Buffer<T: Value>: Buffer<T, Reader = Self::Reader<T>>;
+    type Buffer<T: Value>: BufferApi<T, Reader = Self::Reader<T>>;
     /// `Reader<T>` of this implementation.
-    type Reader<T: Value>: Reader<T>;
+    type Reader<T: Value>: ReaderApi<T>;
 }
 
 /// `Buffer<T>`: the methods of `keybus::broadcast::Buffer`, same names, same
 /// signatures.
-pub trait Buffer<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
+pub trait BufferApi<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
     /// The reader this buffer hands out.
-    type Reader: Reader<T>;
+    type Reader: ReaderApi<T>;
 
+    /// `Buffer::new`.
     fn new(capacity: usize) -> Self;
+    /// `Buffer::capacity`.
     fn capacity(&self) -> usize;
+    /// `Buffer::append`.
     fn append(&self, value: T) -> Result<u64, AppendError<T>>;
+    /// `Buffer::append_if_changed`.
     fn append_if_changed(&self, value: T) -> Result<u64, AppendError<T>>
     where
         T: PartialEq;
+    /// `Buffer::tail`.
     fn tail(&self) -> u64;
+    /// `Buffer::validate`.
     fn validate(&self, after: u64) -> Result<(), ReadError>;
+    /// `Buffer::latest`.
     fn latest(&self) -> Option<Entry<T>>;
+    /// `Buffer::retained`.
     fn retained(&self) -> Vec<Entry<T>>;
+    /// `Buffer::try_read`.
     fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    /// `Buffer::read`.
     fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    /// `Buffer::read_timeout`.
     fn read_timeout(
         &self,
         after: u64,
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Entry<T>>, ReadError>;
+    /// `Buffer::read_async`.
     fn read_async(
         &self,
         after: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_;
+    /// `Buffer::reader`.
     fn reader(&self) -> Self::Reader;
+    /// `Buffer::reader_at`.
     fn reader_at(&self, after: u64) -> Self::Reader;
+    /// `Buffer::close`.
     fn close(&self);
+    /// `Buffer::is_closed`.
     fn is_closed(&self) -> bool;
+    /// `Buffer::generation`.
     fn generation(&self) -> u64;
 }
 
 /// `Reader<T>`: the methods of `keybus::broadcast::Reader`.
-pub trait Reader<T: Value>: fmt::Debug + Send + 'static {
+pub trait ReaderApi<T: Value>: fmt::Debug + Send + 'static {
+    /// `Reader::cursor`.
     fn cursor(&self) -> u64;
+    /// `Reader::next`.
     fn next(&mut self) -> Result<Entry<T>, ReadError>;
+    /// `Reader::try_next`.
     fn try_next(&mut self) -> Result<Entry<T>, ReadError>;
+    /// `Reader::next_async`.
     fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_;
 }
 
@@ -104,7 +125,7 @@ macro_rules! broadcast_api {
             type Reader<T: Value> = $($m)::+::Reader<T>;
         }
 
-        impl<T: Value> Buffer<T> for $($m)::+::Buffer<T> {
+        impl<T: Value> BufferApi<T> for $($m)::+::Buffer<T> {
             type Reader = $($m)::+::Reader<T>;
 
             fn new(capacity: usize) -> Self {
@@ -172,7 +193,7 @@ macro_rules! broadcast_api {
             }
         }
 
-        impl<T: Value> Reader<T> for $($m)::+::Reader<T> {
+        impl<T: Value> ReaderApi<T> for $($m)::+::Reader<T> {
             fn cursor(&self) -> u64 {
                 Self::cursor(self)
             }
@@ -202,7 +223,7 @@ pub fn revisions<T>(entries: &[Entry<T>]) -> Vec<u64> {
 /// A buffer of `capacity` with revisions `1..=n` appended, revision `r` holding
 /// `value(r)`.
 pub fn filled<B: Broadcast>(capacity: usize, n: u64, value: fn(u64) -> u64) -> B::Buffer<u64> {
-    let buf: B::Buffer<u64> = Buffer::new(capacity);
+    let buf = B::Buffer::<u64>::new(capacity);
     for revision in 1..=n {
         assert_eq!(buf.append(value(revision)).unwrap(), revision);
     }

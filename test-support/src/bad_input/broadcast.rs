@@ -8,7 +8,7 @@
 //! functions documented as panicking run under `#[should_panic]`.
 
 use super::{Touchy, Trap, Which};
-use crate::broadcast_api::{self, revisions, Broadcast, Buffer, ReadError, Reader};
+use crate::broadcast_api::{self, revisions, Broadcast, BufferApi, ReadError, ReaderApi};
 use crate::harness::poll_once;
 use futures::executor::block_on;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -283,7 +283,7 @@ pub fn duration_max_and_zero_timeouts<B: Broadcast>() {
 
 pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() {
     let trap = Arc::new(Trap::default());
-    let buf: B::Buffer<Touchy> = Buffer::new(4);
+    let buf = B::Buffer::<Touchy>::new(4);
     for n in 1..=3 {
         buf.append(Touchy::new(n, &trap)).unwrap();
     }
@@ -316,7 +316,7 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
 /// Documented: a panic in `T::eq` leaves the buffer unchanged and usable.
 pub fn value_eq_panicking_in_append_if_changed_changes_nothing<B: Broadcast>() {
     let trap = Arc::new(Trap::default());
-    let buf: B::Buffer<Touchy> = Buffer::new(2);
+    let buf = B::Buffer::<Touchy>::new(2);
     buf.append(Touchy::new(1, &trap)).unwrap();
     trap.arm(Which::Eq, 1);
     let r = catch_unwind(AssertUnwindSafe(|| {
@@ -341,7 +341,7 @@ pub fn value_eq_panicking_in_append_if_changed_changes_nothing<B: Broadcast>() {
 // ---- zero-sized values ----
 
 pub fn zero_sized_values<B: Broadcast>() {
-    let buf: B::Buffer<()> = Buffer::new(3);
+    let buf = B::Buffer::<()>::new(3);
     for i in 1..=10 {
         assert_eq!(buf.append(()).unwrap(), i);
     }

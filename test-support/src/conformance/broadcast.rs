@@ -7,7 +7,7 @@
 //! `#[should_panic]`. Nothing asserts on timing.
 
 use crate::broadcast_api::{
-    self, revisions, AppendError, Broadcast, Buffer, Entry, ReadError, Reader,
+    self, revisions, AppendError, Broadcast, BufferApi, Entry, ReadError, ReaderApi,
 };
 use futures::executor::block_on;
 use futures::FutureExt as _;
@@ -59,7 +59,7 @@ impl Payload {
 // ---- rule 1: revisions, Gap / Future, the a - 1 boundary ----
 
 pub fn rule1_revisions_start_at_one_and_rise_by_one<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(4);
+    let buf = B::Buffer::<u64>::new(4);
     assert_eq!(buf.tail(), 0);
     for i in 1..=10u64 {
         assert_eq!(buf.append(i).unwrap(), i);
@@ -114,7 +114,7 @@ pub fn rule1_future_cursor<B: Broadcast>() {
 }
 
 pub fn rule1_empty_buffer_bounds<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     assert_eq!(buf.tail(), 0);
     assert_eq!(buf.validate(0), Ok(()));
     assert_eq!(
@@ -191,7 +191,7 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
 // ---- rule 2: the writer never waits; no torn or mislabelled value ----
 
 pub fn rule2_writer_never_waits_for_parked_or_idle_readers<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     // Readers that never read, and one parked in a blocking read.
     let idle: Vec<B::Reader<u64>> = (0..8).map(|_| buf.reader_at(0)).collect();
     let parked = on_a_thread(&buf, |buf| buf.read(0, 1));
@@ -224,7 +224,7 @@ pub fn rule2_writer_never_waits_for_parked_or_idle_readers<B: Broadcast>() {
 
 pub fn rule2_race_no_torn_values_and_gaps_are_explicit<B: Broadcast>() {
     const APPENDS: u64 = 20_000;
-    let buf: B::Buffer<Payload> = Buffer::new(4);
+    let buf = B::Buffer::<Payload>::new(4);
     let mut readers = Vec::new();
     for id in 0..3 {
         let buf = buf.clone();
@@ -296,7 +296,7 @@ pub fn rule2_race_no_torn_values_and_gaps_are_explicit<B: Broadcast>() {
 // ---- rule 3: copies are independent ----
 
 pub fn rule3_each_reader_gets_its_own_copy<B: Broadcast>() {
-    let buf: B::Buffer<Vec<u32>> = Buffer::new(2);
+    let buf = B::Buffer::<Vec<u32>>::new(2);
     buf.append(vec![1, 2, 3]).unwrap();
     let mut a = buf.reader_at(0);
     let mut b = buf.reader_at(0);
@@ -311,7 +311,7 @@ pub fn rule3_each_reader_gets_its_own_copy<B: Broadcast>() {
     // The appended value itself is moved in; later reads are unaffected
     // by anything done to earlier copies.
     let shared = Arc::new(7u32);
-    let arcs: B::Buffer<Arc<u32>> = Buffer::new(1);
+    let arcs = B::Buffer::<Arc<u32>>::new(1);
     arcs.append(shared.clone()).unwrap();
     assert_eq!(*arcs.latest().unwrap().value, 7);
 }
@@ -384,7 +384,7 @@ pub fn rule4_reader_starts_at_tail_and_sees_only_new_values<B: Broadcast>() {
 pub fn rule5_concurrent_appenders_get_unique_gap_free_revisions<B: Broadcast>() {
     const THREADS: u64 = 4;
     const EACH: u64 = 500;
-    let buf: B::Buffer<(u64, u64)> = Buffer::new((THREADS * EACH) as usize);
+    let buf = B::Buffer::<(u64, u64)>::new((THREADS * EACH) as usize);
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let buf = buf.clone();
@@ -427,7 +427,7 @@ pub fn rule6_close_is_idempotent_and_append_returns_the_value<B: Broadcast>() {
     assert_eq!(buf.append_if_changed(10), Err(AppendError(10)));
     assert_eq!(buf.tail(), 1);
     let text: Vec<String> = vec!["x".into()];
-    let strings: B::Buffer<Vec<String>> = Buffer::new(1);
+    let strings = B::Buffer::<Vec<String>>::new(1);
     strings.close();
     assert_eq!(strings.append(text.clone()).unwrap_err().0, text);
 }
@@ -471,7 +471,7 @@ pub fn rule6_readers_drain_then_closed<B: Broadcast>() {
 }
 
 pub fn rule6_close_wakes_blocked_readers<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     let blocked = on_a_thread(&buf, |buf| buf.read(0, 1));
     let reader = {
         let mut r = buf.reader();
@@ -487,7 +487,7 @@ pub fn rule6_close_wakes_blocked_readers<B: Broadcast>() {
 // ---- rule 7: generation ----
 
 pub fn rule7_generation_identifies_the_buffer_instance<B: Broadcast>() {
-    let a: B::Buffer<u8> = Buffer::new(1);
+    let a = B::Buffer::<u8>::new(1);
     assert_eq!(a.generation(), a.clone().generation());
     let ids: HashSet<u64> = (0..256)
         .map(|_| B::Buffer::<u8>::new(1).generation())
@@ -499,7 +499,7 @@ pub fn rule7_generation_identifies_the_buffer_instance<B: Broadcast>() {
 // ---- API details (the rustdoc) ----
 
 pub fn append_if_changed_skips_a_value_equal_to_the_latest<B: Broadcast>() {
-    let buf: B::Buffer<&str> = Buffer::new(4);
+    let buf = B::Buffer::<&str>::new(4);
     assert_eq!(buf.append_if_changed("a").unwrap(), 1);
     assert_eq!(buf.append_if_changed("a").unwrap(), 1);
     assert_eq!(buf.append_if_changed("b").unwrap(), 2);
@@ -512,7 +512,7 @@ pub fn append_if_changed_skips_a_value_equal_to_the_latest<B: Broadcast>() {
 }
 
 pub fn append_if_changed_compares_across_wraparound<B: Broadcast>() {
-    let buf: B::Buffer<u32> = Buffer::new(1);
+    let buf = B::Buffer::<u32>::new(1);
     for i in 0..10u32 {
         buf.append(i).unwrap();
     }
@@ -541,7 +541,7 @@ pub fn read_timeout_times_out_and_a_ready_answer_wins<B: Broadcast>() {
 }
 
 pub fn read_blocks_until_an_append_from_another_thread<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     let waiter = on_a_thread(&buf, |buf| buf.read(0, 8));
     let timed = on_a_thread(&buf, |buf| buf.read_timeout(0, 8, Duration::from_secs(600)));
     buf.append(11u64).unwrap();
@@ -558,7 +558,7 @@ pub fn read_blocks_until_an_append_from_another_thread<B: Broadcast>() {
 }
 
 pub fn reader_next_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     let mut r = buf.reader();
     let handle = thread::spawn(move || {
         let first = r.next().unwrap();
@@ -572,7 +572,7 @@ pub fn reader_next_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
 }
 
 pub fn read_async_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     let appender = on_a_thread(&buf, |buf| buf.append(5).unwrap());
     let page = block_on(buf.read_async(0, 4)).unwrap();
     assert_eq!(
@@ -586,7 +586,7 @@ pub fn read_async_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
 }
 
 pub fn pending_async_reads_consume_nothing_when_dropped<B: Broadcast>() {
-    let buf: B::Buffer<u64> = Buffer::new(2);
+    let buf = B::Buffer::<u64>::new(2);
     let mut r = buf.reader();
     assert!(r.next_async().now_or_never().is_none());
     assert!(buf.read_async(0, 1).now_or_never().is_none());
@@ -599,7 +599,7 @@ pub fn pending_async_reads_consume_nothing_when_dropped<B: Broadcast>() {
 pub fn handles_are_send_sync_and_debug<B: Broadcast>() {
     fn send_sync<T: Send + Sync>(_: &T) {}
     fn send<T: Send>(_: &T) {}
-    let buf: B::Buffer<String> = Buffer::new(3);
+    let buf = B::Buffer::<String>::new(3);
     buf.append("x".to_string()).unwrap();
     send_sync(&buf);
     let mut r = buf.reader_at(0);

@@ -13,7 +13,7 @@
 //! everything is freed when the buffer goes.
 
 use super::{Meter, Peaks, BYTES_FIXED, DEBUG};
-use crate::broadcast_api::{AppendError, Broadcast, Buffer, Entry, ReadError, Reader};
+use crate::broadcast_api::{AppendError, Broadcast, BufferApi, Entry, ReadError, ReaderApi};
 use futures::executor::block_on;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::thread;
@@ -118,7 +118,7 @@ struct ReaderTally {
 
 /// Follows the cursor from `start` until Closed (or leaving early).
 fn read_all(
-    buf: &impl Buffer<Tagged>,
+    buf: &impl BufferApi<Tagged>,
     table: &Table,
     start: u64,
     spec: ReaderSpec,
@@ -196,7 +196,7 @@ fn read_all(
 }
 
 fn write(
-    buf: &impl Buffer<Tagged>,
+    buf: &impl BufferApi<Tagged>,
     table: &Table,
     writer: u64,
     appends: u64,
@@ -244,7 +244,7 @@ fn write(
 }
 
 /// Snapshot then subscribe, over and over, until closed.
-fn join_late(buf: &impl Buffer<Tagged>, table: &Table) -> u64 {
+fn join_late(buf: &impl BufferApi<Tagged>, table: &Table) -> u64 {
     let mut joins = 0;
     while !buf.is_closed() {
         joins += 1;
@@ -289,7 +289,7 @@ fn epoch<B: Broadcast>(index: usize, rng: &mut fastrand::Rng, totals: &mut Total
     };
     let table = Table((0..=WRITERS * per).map(|_| AtomicU64::new(0)).collect());
     let before = meter.reset_peak();
-    let buf: B::Buffer<Tagged> = Buffer::new(capacity);
+    let buf = B::Buffer::<Tagged>::new(capacity);
     let readers = rng.usize(2..=5);
     let progress = AtomicU64::new(0);
     let writing = AtomicU64::new(WRITERS);
