@@ -8,6 +8,7 @@
 //! dependency of the fuzz package.
 
 pub mod broadcast_ops;
+pub mod conflate_api;
 pub mod conflate_ops;
 pub mod counting;
 pub mod harness;
