@@ -14,6 +14,7 @@
 pub mod bad_input;
 pub mod broadcast_api;
 pub mod broadcast_ops;
+pub mod conflate_api;
 pub mod conflate_ops;
 pub mod conformance;
 pub mod counting;
