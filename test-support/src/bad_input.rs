@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::Arc;
 
 pub mod broadcast;
+pub mod conflate;
+pub mod conflate_state;
 
 /// Which trait method of a trapped value panics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

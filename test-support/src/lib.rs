@@ -22,7 +22,7 @@ pub mod harness;
 pub mod soak;
 
 /// Turns generic test bodies into `#[test]` functions: a module per
-/// implementation, in it one test per body, named as the body.
+/// implementation, in it one test per entry.
 ///
 /// ```ignore
 /// use keybus_test_support::broadcast_api::{Baseline, Lockfree};
@@ -32,12 +32,16 @@ pub mod soak;
 ///     suite for baseline = Baseline, lockfree = Lockfree => {
 ///         rule1_revisions_start_at_one_and_rise_by_one,
 ///         #[should_panic] capacity_zero_panics,
+///         constant_hash_keys_are_correct = colliding_keys_are_correct::<Collide>(),
+///         key_hash_panicking_mid_send = survives_panicking_trait(Which::Hash, false),
 ///     }
 /// }
 /// ```
 ///
 /// expands to `mod baseline { #[test] fn rule1_…() { suite::rule1_…::<Baseline>() } … }`
-/// and the same for `lockfree`. Each module sees the file's imports.
+/// and the same for `lockfree`. An entry `name` runs the body of that name; an
+/// entry `name = body::<T…>(args…)` runs `body::<Baseline, T…>(args…)`. Each
+/// module sees the file's imports.
 #[macro_export]
 macro_rules! tests_for {
     ($($suite:ident)::+ for $($module:ident = $imp:ty),+ => { $($tests:tt)* }) => {
@@ -47,18 +51,34 @@ macro_rules! tests_for {
         $crate::tests_for!(@module $suite $tests $module $imp);
         $($crate::tests_for!(@each $suite $tests $($rest)*);)?
     };
-    (@module [$($suite:ident)::+] [$($(#[$attr:meta])* $test:ident),* $(,)?] $module:ident $imp:ty) => {
+    (@module [$($suite:ident)::+] [$($tests:tt)*] $module:ident $imp:ty) => {
         mod $module {
             #[allow(unused_imports)]
             use super::*;
             use $($suite)::+ as bodies;
-            $(
-                #[test]
-                $(#[$attr])*
-                fn $test() {
-                    bodies::$test::<$imp>();
-                }
-            )*
+            $crate::tests_for!(@tests $imp; $($tests)*);
         }
+    };
+    (@tests $imp:ty;) => {};
+    (
+        @tests $imp:ty;
+        $(#[$attr:meta])*
+        $test:ident = $body:ident $(::<$($targ:ty),+>)? ($($arg:expr),* $(,)?)
+        $(, $($rest:tt)*)?
+    ) => {
+        #[test]
+        $(#[$attr])*
+        fn $test() {
+            bodies::$body::<$imp $($(, $targ)+)?>($($arg),*);
+        }
+        $crate::tests_for!(@tests $imp; $($($rest)*)?);
+    };
+    (@tests $imp:ty; $(#[$attr:meta])* $test:ident $(, $($rest:tt)*)?) => {
+        #[test]
+        $(#[$attr])*
+        fn $test() {
+            bodies::$test::<$imp>();
+        }
+        $crate::tests_for!(@tests $imp; $($($rest)*)?);
     };
 }

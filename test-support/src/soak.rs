@@ -28,7 +28,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub mod broadcast;
-// pub mod conflate;
+pub mod conflate;
 
 /// Whether this is a debug build: epochs are made smaller there.
 pub const DEBUG: bool = cfg!(debug_assertions);
