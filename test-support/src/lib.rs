@@ -1,13 +1,84 @@
 //! What keybus's integration tests and fuzz targets share: the op models and
 //! lockstep runners (`conflate_ops`, `broadcast_ops`), the plumbing they run on
-//! (`harness`: byte sources, quiet expected panics, shrinking), and the counting
-//! allocator (`counting`).
+//! (`harness`: byte sources, quiet expected panics, shrinking), the counting
+//! allocator (`counting`), the broadcast API as traits (`broadcast_api`) and the
+//! suites written once over it (`conformance`, `bad_input`, `soak`).
+//!
+//! A suite is a module of generic functions, one per test; a file in `tests/`
+//! turns them into `#[test]`s with [`tests_for!`], one module per implementation.
 //!
 //! Not published: a dev-dependency of `keybus` (an integration test links this
 //! crate and the library it depends on, which is the same `keybus`) and a
 //! dependency of the fuzz package.
 
+pub mod bad_input;
+pub mod broadcast_api;
 pub mod broadcast_ops;
+pub mod conflate_api;
 pub mod conflate_ops;
+pub mod conformance;
 pub mod counting;
 pub mod harness;
+pub mod soak;
+
+/// Turns generic test bodies into `#[test]` functions: a module per
+/// implementation, in it one test per entry.
+///
+/// ```ignore
+/// use keybus_test_support::broadcast_api::{Baseline, Lockfree};
+/// use keybus_test_support::conformance::broadcast as suite;
+///
+/// keybus_test_support::tests_for! {
+///     suite for baseline = Baseline, lockfree = Lockfree => {
+///         rule1_revisions_start_at_one_and_rise_by_one,
+///         #[should_panic] capacity_zero_panics,
+///         constant_hash_keys_are_correct = colliding_keys_are_correct::<Collide>(),
+///         key_hash_panicking_mid_send = survives_panicking_trait(Which::Hash, false),
+///     }
+/// }
+/// ```
+///
+/// expands to `mod baseline { #[test] fn rule1_…() { suite::rule1_…::<Baseline>() } … }`
+/// and the same for `lockfree`. An entry `name` runs the body of that name; an
+/// entry `name = body::<T…>(args…)` runs `body::<Baseline, T…>(args…)`. Each
+/// module sees the file's imports.
+#[macro_export]
+macro_rules! tests_for {
+    ($($suite:ident)::+ for $($module:ident = $imp:ty),+ => { $($tests:tt)* }) => {
+        $crate::tests_for!(@each [$($suite)::+] [$($tests)*] $($module = $imp),+);
+    };
+    (@each $suite:tt $tests:tt $module:ident = $imp:ty $(, $($rest:tt)*)?) => {
+        $crate::tests_for!(@module $suite $tests $module $imp);
+        $($crate::tests_for!(@each $suite $tests $($rest)*);)?
+    };
+    (@module [$($suite:ident)::+] [$($tests:tt)*] $module:ident $imp:ty) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            use $($suite)::+ as bodies;
+            $crate::tests_for!(@tests $imp; $($tests)*);
+        }
+    };
+    (@tests $imp:ty;) => {};
+    (
+        @tests $imp:ty;
+        $(#[$attr:meta])*
+        $test:ident = $body:ident $(::<$($targ:ty),+>)? ($($arg:expr),* $(,)?)
+        $(, $($rest:tt)*)?
+    ) => {
+        #[test]
+        $(#[$attr])*
+        fn $test() {
+            bodies::$body::<$imp $($(, $targ)+)?>($($arg),*);
+        }
+        $crate::tests_for!(@tests $imp; $($($rest)*)?);
+    };
+    (@tests $imp:ty; $(#[$attr:meta])* $test:ident $(, $($rest:tt)*)?) => {
+        #[test]
+        $(#[$attr])*
+        fn $test() {
+            bodies::$test::<$imp>();
+        }
+        $crate::tests_for!(@tests $imp; $($($rest)*)?);
+    };
+}

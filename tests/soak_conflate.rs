@@ -1,0 +1,22 @@
+//! Soak of conflate, against both implementations (`keybus::baseline::conflate`
+//! and `keybus::conflate`): a bounded stress run, epoch after epoch, checking
+//! per-receiver and global conservation of every send and memory bounds. The
+//! bodies are in `keybus_test_support::soak::conflate`; the budget
+//! (`KEYBUS_SOAK_SECS`, shared with `soak_broadcast`) and the seed
+//! (`KEYBUS_SOAK_SEED`) in `keybus_test_support::soak`.
+//!
+//! `cargo test --release --test soak_conflate -- --nocapture` prints the totals.
+
+use keybus_test_support::conflate_api::{Baseline, Lockfree};
+use keybus_test_support::counting::Counting;
+use keybus_test_support::soak::conflate as suite;
+
+/// Counts live heap bytes for the memory bounds.
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+keybus_test_support::tests_for! {
+    suite for baseline = Baseline, lockfree = Lockfree => {
+        soak,
+    }
+}
