@@ -33,7 +33,9 @@
 //! suite written against them would stop compiling.
 
 use futures_core::Stream;
-use keybus::{Event, HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError};
+use keybus::{
+    Event, HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError,
+};
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
@@ -69,7 +71,9 @@ pub type Receiver<I, K, V> = <Hub<I, K, V> as HubApi<K, V>>::Receiver;
 pub type ReceiverBuilder<I, K, V> = <Hub<I, K, V> as HubApi<K, V>>::ReceiverBuilder;
 
 /// `Hub<K, V>`: construction, state table, handles, hard close.
-pub trait HubApi<K: Key, V: Value>: Clone + Default + Debug + Send + Sync + Sized + 'static {
+pub trait HubApi<K: Key, V: Value>:
+    Clone + Default + Debug + Send + Sync + Sized + 'static
+{
     /// `HubBuilder<K, V>`.
     type Builder: HubBuilderApi<K, V, Hub = Self>;
     /// `Sender<K, V>`.

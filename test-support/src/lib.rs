@@ -10,5 +10,6 @@
 pub mod broadcast_ops;
 pub mod conflate_api;
 pub mod conflate_ops;
+pub mod conformance;
 pub mod counting;
 pub mod harness;
