@@ -3,11 +3,13 @@
 //! tests (jitter, a close landing near a given send, a stall watchdog, smaller
 //! runs under ThreadSanitizer).
 
-use crate::conflate_api::{Conflate, Hub, HubApi, Key, Receiver, ReceiverApi, Sender, Value};
+use crate::conflate_api::{
+    Conflate, Hub, HubApi, Key, Receiver, ReceiverApi, Sender, SenderApi, Value,
+};
 use futures::StreamExt as _;
 use keybus::{ReceiverStats, RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,15 @@ use std::time::{Duration, Instant};
 /// tests start.
 pub fn bus<I: Conflate, K: Key, V: Value>() -> (Hub<I, K, V>, Sender<I, K, V>, Receiver<I, K, V>) {
     open(Hub::<I, K, V>::new())
+}
+
+/// A newer-wins hub of implementation `I` whose values are clones of one
+/// token, so that the token's count tells how many values are alive; its
+/// sender; the token.
+pub fn token_bus<I: Conflate>() -> (Arc<()>, Hub<I, u32, Arc<()>>, Sender<I, u32, Arc<()>>) {
+    let hub = Hub::<I, u32, Arc<()>>::new();
+    let tx = hub.sender();
+    (Arc::new(()), hub, tx)
 }
 
 /// `hub`, a sender and a receiver of it.
@@ -59,6 +70,20 @@ pub fn assert_fully_closed<K: Key, V: Value>(rx: &mut impl ReceiverApi<K, V>) {
     assert!(futures::executor::block_on(rx.next()).is_none());
 }
 
+/// With nothing to take, each timed receive answers `expected`: a zero
+/// timeout, a deadline already past, and a timeout of 2 ms.
+pub fn assert_timed_receives<K: Key, V: Value>(
+    rx: &mut impl ReceiverApi<K, V>,
+    expected: RecvTimeoutError,
+) {
+    assert_eq!(rx.recv_timeout(Duration::ZERO).err(), Some(expected));
+    assert_eq!(rx.recv_deadline(past()).err(), Some(expected));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_millis(2)).err(),
+        Some(expected)
+    );
+}
+
 /// `received == folded + annihilated + overflowed + dropped + pending_sends`,
 /// asserted with the fields named.
 pub fn assert_conserved(s: &ReceiverStats) {
@@ -67,6 +92,25 @@ pub fn assert_conserved(s: &ReceiverStats) {
         s.folded + s.annihilated + s.overflowed + s.dropped + s.pending_sends,
         "conservation law broken: {s:?}"
     );
+}
+
+/// `rx`'s stats, once they were checked against the conservation law.
+pub fn conserved_stats<K: Key, V: Value>(rx: &impl ReceiverApi<K, V>) -> ReceiverStats {
+    let s = rx.stats();
+    assert_conserved(&s);
+    s
+}
+
+/// Sends `value` (a clone each time) under each of `keys`; every send must be
+/// accepted.
+pub fn send_each<K: Key, V: Value>(
+    tx: &impl SenderApi<K, V>,
+    keys: impl IntoIterator<Item = K>,
+    value: &V,
+) {
+    for k in keys {
+        tx.send(k, value.clone()).unwrap();
+    }
 }
 
 /// A summing merge.

@@ -296,16 +296,12 @@ pub fn rule3_key_filter_applies_at_send<I: Conflate>() {
             k % 2 == 0
         })
         .build();
-    for k in 0..10 {
-        tx.send(k, token.clone()).unwrap();
-    }
+    send_each(&tx, 0..10, &token);
     // Decided at send: the filter already ran, odd keys took no slot.
     assert!(calls.load(SeqCst) >= 10);
     assert_eq!(even.len(), 5);
     assert_eq!(Arc::strong_count(&token), 1 + 5);
-    for k in (1..100).step_by(2) {
-        tx.send(k, token.clone()).unwrap();
-    }
+    send_each(&tx, (1..100).step_by(2), &token);
     assert_eq!(even.len(), 5);
     assert_eq!(Arc::strong_count(&token), 1 + 5);
     assert_eq!(keys_of(&mut even), vec![0, 2, 4, 6, 8]);
@@ -400,19 +396,13 @@ pub fn rule4_receiver_starts_empty<I: Conflate>() {
 }
 
 pub fn rule4_send_with_no_live_receiver_is_ok<I: Conflate>() {
-    let token = Arc::new(());
-    let hub = Hub::<I, u32, Arc<()>>::new();
-    let tx = hub.sender();
-    for k in 0..1_000 {
-        tx.send(k, token.clone()).unwrap();
-    }
+    let (token, hub, tx) = token_bus::<I>();
+    send_each(&tx, 0..1_000, &token);
     let rx = hub.receiver();
     rx.close();
     let gone = hub.receiver();
     drop(gone);
-    for k in 0..1_000 {
-        tx.send(k, token.clone()).unwrap();
-    }
+    send_each(&tx, 0..1_000, &token);
     // Nothing was kept anywhere.
     assert_eq!(Arc::strong_count(&token), 1);
     tx.close();

@@ -3,26 +3,22 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
-use futures::StreamExt as _;
 use keybus::{RecvTimeoutError, TryRecvError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::thread;
 use std::time::Duration;
 
-/// A hub whose merge sums, with a state table.
-fn summing_table<I: Conflate>() -> Hub<I, u32, i64> {
+/// A hub with a state table and `merge` (for the receivers and the table).
+fn table_with<I: Conflate>(merge: fn(i64, i64) -> Option<i64>) -> Hub<I, u32, i64> {
     Hub::<I, _, _>::builder()
-        .merge(sum_merge)
+        .merge(merge)
         .retain_latest()
         .build()
 }
 
 pub fn rule11_table_keeps_the_hub_merge_of_every_send_in_first_touch_order<I: Conflate>() {
-    let hub = Hub::<I, u32, i64>::builder()
-        .merge(|p: i64, n: i64| Some(p + n).filter(|s| *s != 0))
-        .retain_latest()
-        .build();
+    let hub = table_with::<I>(sum_or_annihilate);
     let tx = hub.sender();
     // No receiver: the table keeps every send all the same.
     tx.send(3, 1).unwrap();
@@ -105,7 +101,7 @@ pub fn rule11_snapshot_is_one_instant_a_prefix_of_one_senders_keys<I: Conflate>(
 }
 
 pub fn rule12_snapshot_receiver_is_born_with_the_table_pending<I: Conflate>() {
-    let hub = summing_table::<I>();
+    let hub = table_with::<I>(sum_merge);
     let tx = hub.sender();
     tx.send(4, 1).unwrap();
     tx.send(2, 10).unwrap();
@@ -134,22 +130,17 @@ pub fn rule12_snapshot_receiver_is_born_with_the_table_pending<I: Conflate>() {
     // The first two in table order; the rest were not sends.
     assert_eq!(drain(&mut two), vec![(4, 2, 0), (2, 15, 1)]);
     assert_eq!(drain(&mut plain), vec![(2, 5, 1), (9, 1, 1)]);
-    let s = two.stats();
+    let s = conserved_stats(&two);
     assert_eq!(
         (s.received, s.overflowed, s.folded, s.delivered),
         (2, 1, 1, 2)
     );
-    assert_conserved(&s);
-    let s = all.stats();
+    let s = conserved_stats(&all);
     assert_eq!((s.received, s.folded, s.delivered), (2, 2, 4));
-    assert_conserved(&s);
 }
 
 pub fn rule12_snapshot_entries_annihilate_and_drop_like_any_pending_value<I: Conflate>() {
-    let hub = Hub::<I, u32, i64>::builder()
-        .merge(|p: i64, n: i64| Some(p + n).filter(|s| *s != 0))
-        .retain_latest()
-        .build();
+    let hub = table_with::<I>(sum_or_annihilate);
     let tx = hub.sender();
     tx.send(1, 5).unwrap();
     tx.send(2, 1).unwrap();
@@ -162,13 +153,12 @@ pub fn rule12_snapshot_entries_annihilate_and_drop_like_any_pending_value<I: Con
         (1, 1, 1, 0)
     );
     rx.close(); // drops the other snapshot entry: no send to count
-    let s = rx.stats();
+    let s = conserved_stats(&rx);
     assert_eq!((s.dropped, s.pending, s.pending_sends), (0, 0, 0));
-    assert_conserved(&s);
 }
 
 pub fn rule12_snapshot_receiver_of_a_closed_hub_is_born_closed<I: Conflate>() {
-    let hub = summing_table::<I>();
+    let hub = table_with::<I>(sum_merge);
     hub.sender().send(1, 1).unwrap();
     hub.close();
     let mut rx = hub.receiver_builder().snapshot().build();
@@ -183,7 +173,7 @@ pub fn rule12_snapshot_registration_is_one_instant_against_concurrent_sends<I: C
     const SENDERS: usize = 3;
     const PER: u64 = 5_000;
     const KEYS: u32 = 16;
-    let hub = summing_table::<I>();
+    let hub = table_with::<I>(sum_merge);
     let stop = AtomicBool::new(false);
     let receivers = thread::scope(|s| {
         let senders: Vec<_> = (0..SENDERS)
@@ -228,14 +218,13 @@ pub fn rule12_snapshot_registration_is_one_instant_against_concurrent_sends<I: C
             sends_after += e.sends;
         }
         assert_eq!(got.len(), table.len(), "a key of the table is missing");
-        let s = rx.stats();
+        let s = conserved_stats(&rx);
         assert_eq!(s.received, sends_after);
-        assert_conserved(&s);
     }
 }
 
 pub fn rule13_every_field_counts_what_it_names<I: Conflate>() {
-    let hub = Hub::<I, u32, i64>::with_merge(|p: i64, n: i64| Some(p + n).filter(|s| *s != 0));
+    let hub = Hub::<I, u32, i64>::with_merge(sum_or_annihilate);
     let tx = hub.sender();
     assert_eq!(hub.stats().sent, 0);
     tx.send(0, 1).unwrap(); // no receiver: sent all the same
@@ -253,7 +242,7 @@ pub fn rule13_every_field_counts_what_it_names<I: Conflate>() {
     tx.send(5, 1).unwrap(); // overflows: 1, 3, 4 pending
     tx.send(50, 1).unwrap(); // filtered
     tx.send(4, 1).unwrap(); // still merges
-    let s = rx.stats();
+    let s = conserved_stats(&rx);
     assert_eq!(
         (
             s.received,
@@ -265,32 +254,28 @@ pub fn rule13_every_field_counts_what_it_names<I: Conflate>() {
         ),
         (8, 1, 2, 1, 3, 5)
     );
-    assert_conserved(&s);
     let e = rx.try_recv().unwrap();
     assert_eq!((e.key, e.sends), (1, 2));
-    let s = rx.stats();
+    let s = conserved_stats(&rx);
     assert_eq!(
         (s.delivered, s.folded, s.pending, s.pending_sends),
         (1, 2, 2, 3)
     );
-    assert_conserved(&s);
     let batch = rx.try_recv_all().unwrap();
     assert_eq!(batch.len(), 2);
-    let s = rx.stats();
+    let s = conserved_stats(&rx);
     assert_eq!(
         (s.delivered, s.folded, s.pending, s.pending_sends),
         (3, 5, 0, 0)
     );
-    assert_conserved(&s);
     tx.send(6, 1).unwrap();
     tx.send(6, 1).unwrap();
     rx.close(); // drops the pending 6 (2 sends)
-    let s = rx.stats();
+    let s = conserved_stats(&rx);
     assert_eq!(
         (s.dropped, s.pending, s.pending_sends, s.received),
         (2, 0, 0, 10)
     );
-    assert_conserved(&s);
     tx.close();
     assert!(tx.send(1, 1).is_err());
     assert!(tx.send(1, 1).is_err());
@@ -318,17 +303,15 @@ pub fn rule13_hard_close_and_panicking_merge_count_as_dropped<I: Conflate>() {
     tx.send(2, 1).unwrap();
     let r = catch_unwind(AssertUnwindSafe(|| tx.send(1, 99)));
     assert!(r.is_err());
-    let s = faulty.stats();
+    let s = conserved_stats(&faulty);
     assert_eq!(
         (s.received, s.dropped, s.pending, s.pending_sends),
         (4, 3, 1, 1)
     );
-    assert_conserved(&s);
     hub.close();
     for rx in [&mut faulty, &mut other] {
-        let s = rx.stats();
+        let s = conserved_stats(rx);
         assert_eq!((s.pending, s.pending_sends), (0, 0));
-        assert_conserved(&s);
         assert_fully_closed(rx);
     }
     assert_eq!(
@@ -341,14 +324,9 @@ pub fn rule13_hard_close_and_panicking_merge_count_as_dropped<I: Conflate>() {
 
 pub fn rule13_conservation_holds_after_senders_of_several_threads_join<I: Conflate>() {
     const SENDERS: u64 = 3;
-    // Under ThreadSanitizer (`.ci/tsan` sets KEYBUS_TSAN) every
-    // atomic is instrumented and the spinning consumers slow the
-    // senders to a crawl: a smaller run exercises the same races.
-    let per: u64 = if std::env::var_os("KEYBUS_TSAN").is_some() {
-        300
-    } else {
-        5_000
-    };
+    // Under ThreadSanitizer the spinning consumers slow the senders to a
+    // crawl: a smaller run exercises the same races.
+    let per = tsan_scaled(5_000, 300);
     let hub = Hub::<I, u32, i64>::builder()
         .merge(|p: i64, n: i64| Some(p + n).filter(|s| *s % 5 != 0))
         .retain_latest()
@@ -419,8 +397,7 @@ pub fn rule13_conservation_holds_after_senders_of_several_threads_join<I: Confla
     let total = SENDERS * per;
     assert_eq!(hub.stats().sent, total);
     for rx in &results {
-        let s = rx.stats();
-        assert_conserved(&s);
+        let s = conserved_stats(rx);
         assert_eq!(s.received + s.filtered, total, "{s:?}");
         assert_eq!((s.pending, s.pending_sends, s.dropped), (0, 0, 0));
     }
@@ -455,19 +432,14 @@ pub fn rule14_max_pending_refuses_new_keys_only_and_renumbers_nothing<I: Conflat
     assert_eq!(keys_of(&mut rx), vec![4, 6]);
     tx.send(7, 7).unwrap();
     assert_eq!(keys_of(&mut rx), vec![7]);
-    let s = rx.stats();
+    let s = conserved_stats(&rx);
     assert_eq!((s.overflowed, s.received), (4, 13));
-    assert_conserved(&s);
 }
 
 pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
     const MAX: usize = 5;
     const SENDERS: u64 = 3;
-    let per: u64 = if std::env::var_os("KEYBUS_TSAN").is_some() {
-        500
-    } else {
-        8_000
-    };
+    let per = tsan_scaled(8_000, 500);
     let hub = Hub::<I, u32, u64>::new();
     let tx = hub.sender();
     let mut rx = hub.receiver_builder().max_pending(MAX).build();
@@ -507,8 +479,7 @@ pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
         consumer.join().unwrap()
     });
     assert!(most <= MAX, "{most} keys pending with max_pending({MAX})");
-    let s = rx.stats();
-    assert_conserved(&s);
+    let s = conserved_stats(&rx);
     assert_eq!(s.received, SENDERS * per);
     assert!(s.overflowed > 0, "the bound was never reached");
 }

@@ -31,14 +31,10 @@ pub fn rule5_try_recv_all_takes_everything_in_queue_order<I: Conflate>() {
 }
 
 pub fn rule5_try_recv_all_error_comes_with_nothing<I: Conflate>() {
-    let token = Arc::new(());
-    let hub = Hub::<I, u32, Arc<()>>::new();
-    let tx = hub.sender();
+    let (token, hub, tx) = token_bus::<I>();
     let mut rx_closed = hub.receiver();
     let mut rx_torn = hub.receiver();
-    for k in 0..3 {
-        tx.send(k, token.clone()).unwrap();
-    }
+    send_each(&tx, 0..3, &token);
     rx_closed.close();
     assert_eq!(rx_closed.try_recv_all().err(), Some(TryRecvError::Closed));
     hub.close();
@@ -158,18 +154,7 @@ pub fn rule6_zero_or_past_deadline_returns_ready_value<I: Conflate>() {
     assert_eq!(rx.recv_timeout(Duration::ZERO).unwrap().key, 1);
     assert_eq!(rx.recv_deadline(past()).unwrap().key, 2);
     // Nothing ready: the timeout forms time out (not terminal).
-    assert_eq!(
-        rx.recv_timeout(Duration::ZERO).err(),
-        Some(RecvTimeoutError::Timeout)
-    );
-    assert_eq!(
-        rx.recv_deadline(past()).err(),
-        Some(RecvTimeoutError::Timeout)
-    );
-    assert_eq!(
-        rx.recv_timeout(Duration::from_millis(2)).err(),
-        Some(RecvTimeoutError::Timeout)
-    );
+    assert_timed_receives(&mut rx, RecvTimeoutError::Timeout);
     tx.send(3, 3).unwrap();
     assert_eq!(rx.recv_timeout(Duration::MAX).unwrap().key, 3);
 }
@@ -181,28 +166,12 @@ pub fn rule6_closed_beats_timeout<I: Conflate>() {
     let mut drained = hub.receiver();
     tx.send(1, 1).unwrap();
     closed.close();
-    assert_eq!(
-        closed.recv_timeout(Duration::ZERO).err(),
-        Some(RecvTimeoutError::Closed)
-    );
-    assert_eq!(
-        closed.recv_deadline(past()).err(),
-        Some(RecvTimeoutError::Closed)
-    );
-    assert_eq!(
-        closed.recv_timeout(Duration::from_millis(2)).err(),
-        Some(RecvTimeoutError::Closed)
-    );
+    assert_timed_receives(&mut closed, RecvTimeoutError::Closed);
     tx.close();
     assert_eq!(drained.recv_timeout(Duration::ZERO).unwrap().key, 1);
-    assert_eq!(
-        drained.recv_timeout(Duration::ZERO).err(),
-        Some(RecvTimeoutError::Closed)
-    );
-    assert_eq!(
-        drained.recv_deadline(past()).err(),
-        Some(RecvTimeoutError::Closed)
-    );
+    let closed = Some(RecvTimeoutError::Closed);
+    assert_eq!(drained.recv_timeout(Duration::ZERO).err(), closed);
+    assert_eq!(drained.recv_deadline(past()).err(), closed);
     let hub = Hub::<I, u32, u32>::new();
     let tx = hub.sender();
     let mut torn = hub.receiver();
@@ -327,14 +296,10 @@ pub fn rule7_dropping_send_handles_wakes_a_parked_receiver<I: Conflate>() {
 }
 
 pub fn rule7_receiver_close_drops_pending_and_deregisters<I: Conflate>() {
-    let token = Arc::new(());
-    let hub = Hub::<I, u32, Arc<()>>::new();
-    let tx = hub.sender();
+    let (token, hub, tx) = token_bus::<I>();
     let mut closing = hub.receiver();
     let mut other = hub.receiver();
-    for k in 0..4 {
-        tx.send(k, token.clone()).unwrap();
-    }
+    send_each(&tx, 0..4, &token);
     assert_eq!(Arc::strong_count(&token), 1 + 2 * 4);
     closing.close();
     assert_eq!(
@@ -344,10 +309,9 @@ pub fn rule7_receiver_close_drops_pending_and_deregisters<I: Conflate>() {
     );
     assert_fully_closed(&mut closing);
     closing.close(); // idempotent
-                     // Deregistered: new sends do not visit it.
-    for k in 4..8 {
-        tx.send(k, token.clone()).unwrap();
-    }
+
+    // Deregistered: new sends do not visit it.
+    send_each(&tx, 4..8, &token);
     assert_eq!(Arc::strong_count(&token), 1 + 8);
     // Nobody else is affected.
     assert!(!tx.is_closed());
@@ -358,9 +322,7 @@ pub fn rule7_receiver_close_drops_pending_and_deregisters<I: Conflate>() {
 }
 
 pub fn rule7_receiver_drop_is_close<I: Conflate>() {
-    let token = Arc::new(());
-    let hub = Hub::<I, u32, Arc<()>>::new();
-    let tx = hub.sender();
+    let (token, hub, tx) = token_bus::<I>();
     let rx = hub.receiver();
     let mut other = hub.receiver();
     tx.send(1, token.clone()).unwrap();
@@ -373,14 +335,10 @@ pub fn rule7_receiver_drop_is_close<I: Conflate>() {
 }
 
 pub fn rule7_hub_close_is_hard_and_later_receivers_are_born_closed<I: Conflate>() {
-    let token = Arc::new(());
-    let hub = Hub::<I, u32, Arc<()>>::new();
-    let tx = hub.sender();
+    let (token, hub, tx) = token_bus::<I>();
     let mut a = hub.receiver();
     let mut b = hub.receiver_builder().key(1).build();
-    for k in 0..3 {
-        tx.send(k, token.clone()).unwrap();
-    }
+    send_each(&tx, 0..3, &token);
     assert!(!hub.is_closed());
     hub.close();
     assert!(hub.is_closed());

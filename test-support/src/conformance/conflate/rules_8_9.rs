@@ -25,57 +25,102 @@ use std::thread;
 // `hub_close_races_senders_and_consumers`, each of which catches that
 // bug at CI settings.
 
+/// Sends per round of a rule-8 race.
+const SENDS: u32 = 200;
+
+/// What a rule-8 round saw: the keys sent `Ok` and refused, in send order, and
+/// what the concurrent consumer returned.
+struct RaceRound {
+    oks: Vec<u32>,
+    errs: Vec<u32>,
+    consumed: Vec<u32>,
+}
+
+/// One round of a close racing a stream of sends. A sender thread sends keys
+/// `0..SENDS` in order, each with `value(key)`, and records which were
+/// accepted and which refused (no `Ok` after an `Err`; a refusal hands back
+/// its key, and its value goes to `refused`); a consumer thread runs
+/// `consume(live)`; this thread runs `close` once the sender has started a
+/// random send.
+fn close_race_round<I: Conflate, V: Value>(
+    tx: &Sender<I, u32, V>,
+    live: Receiver<I, u32, V>,
+    value: impl Fn(u32) -> V + Sync,
+    refused: impl Fn(u32, V) + Sync,
+    consume: impl FnOnce(Receiver<I, u32, V>) -> Vec<u32> + Send,
+    close: impl FnOnce(),
+) -> RaceRound {
+    let progress = AtomicU32::new(0);
+    let target = fastrand::u32(0..SENDS);
+    let start = Barrier::new(2);
+    thread::scope(|s| {
+        let consumer = s.spawn(move || consume(live));
+        let sender = s.spawn(|| {
+            let (mut oks, mut errs) = (Vec::new(), Vec::new());
+            start.wait();
+            for k in 0..SENDS {
+                progress.store(k, SeqCst);
+                match tx.send(k, value(k)) {
+                    Ok(()) => {
+                        assert!(errs.is_empty(), "Ok after Err");
+                        oks.push(k);
+                    }
+                    Err(e) => {
+                        let (key, v) = e.into_inner();
+                        assert_eq!(key, k);
+                        refused(k, v);
+                        errs.push(k);
+                    }
+                }
+            }
+            (oks, errs)
+        });
+        start.wait();
+        close_near(&progress, target, SENDS);
+        close();
+        let (oks, errs) = sender.join().unwrap();
+        let consumed = consumer.join().unwrap();
+        RaceRound {
+            oks,
+            errs,
+            consumed,
+        }
+    })
+}
+
 /// Every `Ok` send is delivered before `Closed` by every receiver
 /// (one consuming concurrently, one drained afterwards); no `Err`
 /// send is ever delivered; once a send fails, all later ones do.
 pub fn rule8_race_sender_close_vs_send<I: Conflate>() {
     with_stall_watchdog("rule8_race_sender_close_vs_send", move |beat| {
         const ROUNDS: usize = 600;
-        const SENDS: u32 = 200;
         let (mut mixed, mut both_sides) = (0, 0);
         for round in 0..ROUNDS {
             beat(round as u32);
             let hub = Hub::<I, u32, u32>::new();
             let tx = hub.sender();
             let closer = hub.sender();
-            let mut live = hub.receiver();
+            let live = hub.receiver();
             let mut after = hub.receiver();
-            let progress = AtomicU32::new(0);
-            let target = fastrand::u32(0..SENDS);
-            let start = Barrier::new(2);
-            let (oks, errs, consumed) = thread::scope(|s| {
-                let consumer = s.spawn(move || {
+            let RaceRound {
+                oks,
+                errs,
+                consumed,
+            } = close_race_round::<I, u32>(
+                &tx,
+                live,
+                |k| k,
+                |k, v| assert_eq!(v, k),
+                |mut live| {
                     let mut got = Vec::new();
                     while let Ok(e) = live.recv() {
                         assert_eq!(e.sends, 1);
                         got.push(e.key);
                     }
                     got
-                });
-                let sender = s.spawn(|| {
-                    let (mut oks, mut errs) = (Vec::new(), Vec::new());
-                    start.wait();
-                    for k in 0..SENDS {
-                        progress.store(k, SeqCst);
-                        match tx.send(k, k) {
-                            Ok(()) => {
-                                assert!(errs.is_empty(), "Ok after Err");
-                                oks.push(k);
-                            }
-                            Err(e) => {
-                                assert_eq!(e.into_inner(), (k, k));
-                                errs.push(k);
-                            }
-                        }
-                    }
-                    (oks, errs)
-                });
-                start.wait();
-                close_near(&progress, target, SENDS);
-                closer.close();
-                let (oks, errs) = sender.join().unwrap();
-                (oks, errs, consumer.join().unwrap())
-            });
+                },
+                || closer.close(),
+            );
             assert_eq!(oks.len() + errs.len(), SENDS as usize);
             assert_eq!(consumed, oks, "round {round}: concurrent consumer");
             let drained: Vec<u32> = after.iter().map(|e| e.key).collect();
@@ -97,50 +142,28 @@ pub fn rule8_race_sender_close_vs_send<I: Conflate>() {
 pub fn rule8_race_hub_close_vs_send<I: Conflate>() {
     with_stall_watchdog("rule8_race_hub_close_vs_send", move |beat| {
         const ROUNDS: usize = 400;
-        const SENDS: u32 = 200;
         let token = Arc::new(());
         for round in 0..ROUNDS {
             beat(round as u32);
             let hub = Hub::<I, u32, Arc<()>>::new();
             let tx = hub.sender();
-            let mut live = hub.receiver();
+            let live = hub.receiver();
             let mut idle = hub.receiver();
-            let progress = AtomicU32::new(0);
-            let target = fastrand::u32(0..SENDS);
-            let start = Barrier::new(2);
-            let (oks, consumed) = thread::scope(|s| {
-                let consumer = s.spawn(move || {
+            let RaceRound { oks, consumed, .. } = close_race_round::<I, Arc<()>>(
+                &tx,
+                live,
+                |_| token.clone(),
+                |_, v| drop(v),
+                |mut live| {
                     let mut got = Vec::new();
                     while let Ok(e) = live.recv() {
                         got.push(e.key);
                     }
                     assert_fully_closed(&mut live);
                     got
-                });
-                let sender = s.spawn(|| {
-                    let mut oks = Vec::new();
-                    let mut failed = false;
-                    start.wait();
-                    for k in 0..SENDS {
-                        progress.store(k, SeqCst);
-                        match tx.send(k, token.clone()) {
-                            Ok(()) => {
-                                assert!(!failed, "Ok after Err");
-                                oks.push(k);
-                            }
-                            Err(e) => {
-                                failed = true;
-                                assert_eq!(e.into_inner().0, k);
-                            }
-                        }
-                    }
-                    oks
-                });
-                start.wait();
-                close_near(&progress, target, SENDS);
-                hub.close();
-                (sender.join().unwrap(), consumer.join().unwrap())
-            });
+                },
+                || hub.close(),
+            );
             assert!(
                 consumed.len() <= oks.len() && consumed[..] == oks[..consumed.len()],
                 "round {round}: delivered {consumed:?} is not a prefix of Ok sends {oks:?}"
