@@ -13,16 +13,21 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// A hub of implementation `I`, a sender and a receiver.
+pub type Bus<I, K, V> = (Hub<I, K, V>, Sender<I, K, V>, Receiver<I, K, V>);
+
+/// A hub of implementation `I` whose values are clones of one token (the
+/// token's count tells how many values are alive), its sender, the token.
+pub type TokenBus<I> = (Arc<()>, Hub<I, u32, Arc<()>>, Sender<I, u32, Arc<()>>);
+
 /// A newer-wins hub of implementation `I`, a sender and a receiver: how most
 /// tests start.
-pub fn bus<I: Conflate, K: Key, V: Value>() -> (Hub<I, K, V>, Sender<I, K, V>, Receiver<I, K, V>) {
+pub fn bus<I: Conflate, K: Key, V: Value>() -> Bus<I, K, V> {
     open(Hub::<I, K, V>::new())
 }
 
-/// A newer-wins hub of implementation `I` whose values are clones of one
-/// token, so that the token's count tells how many values are alive; its
-/// sender; the token.
-pub fn token_bus<I: Conflate>() -> (Arc<()>, Hub<I, u32, Arc<()>>, Sender<I, u32, Arc<()>>) {
+/// A newer-wins [`TokenBus`].
+pub fn token_bus<I: Conflate>() -> TokenBus<I> {
     let hub = Hub::<I, u32, Arc<()>>::new();
     let tx = hub.sender();
     (Arc::new(()), hub, tx)

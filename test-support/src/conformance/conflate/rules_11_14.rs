@@ -454,10 +454,11 @@ pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
                         Err(TryRecvError::Closed) => break,
                         Err(TryRecvError::Empty) => {}
                     },
-                    _ => match rx.try_recv() {
-                        Err(TryRecvError::Closed) => break,
-                        _ => {}
-                    },
+                    _ => {
+                        if let Err(TryRecvError::Closed) = rx.try_recv() {
+                            break;
+                        }
+                    }
                 }
             }
             (most, rx)
