@@ -210,42 +210,22 @@ macro_rules! conflate_api_impl {
             type Receiver = $($m)::+::Receiver<K, V>;
             type ReceiverBuilder = $($m)::+::ReceiverBuilder<K, V>;
 
-            fn new() -> Self {
-                Self::new()
-            }
+            fn new() -> Self { Self::new() }
             fn with_merge<F>(merge: F) -> Self
             where
                 F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
             {
                 Self::with_merge(merge)
             }
-            fn builder() -> Self::Builder {
-                Self::builder()
-            }
-            fn latest(&self, key: &K) -> Option<V> {
-                self.latest(key)
-            }
-            fn snapshot(&self) -> Vec<(K, V)> {
-                self.snapshot()
-            }
-            fn stats(&self) -> HubStats {
-                self.stats()
-            }
-            fn sender(&self) -> Self::Sender {
-                self.sender()
-            }
-            fn receiver(&self) -> Self::Receiver {
-                self.receiver()
-            }
-            fn receiver_builder(&self) -> Self::ReceiverBuilder {
-                self.receiver_builder()
-            }
-            fn close(&self) {
-                self.close()
-            }
-            fn is_closed(&self) -> bool {
-                self.is_closed()
-            }
+            fn builder() -> Self::Builder { Self::builder() }
+            fn latest(&self, key: &K) -> Option<V> { self.latest(key) }
+            fn snapshot(&self) -> Vec<(K, V)> { self.snapshot() }
+            fn stats(&self) -> HubStats { self.stats() }
+            fn sender(&self) -> Self::Sender { self.sender() }
+            fn receiver(&self) -> Self::Receiver { self.receiver() }
+            fn receiver_builder(&self) -> Self::ReceiverBuilder { self.receiver_builder() }
+            fn close(&self) { self.close() }
+            fn is_closed(&self) -> bool { self.is_closed() }
         }
 
         impl<K: Key, V: Value> HubBuilderApi<K, V> for $($m)::+::HubBuilder<K, V> {
@@ -257,32 +237,20 @@ macro_rules! conflate_api_impl {
             {
                 self.merge(merge)
             }
-            fn retain_latest(self) -> Self {
-                self.retain_latest()
-            }
-            fn build(self) -> Self::Hub {
-                self.build()
-            }
+            fn retain_latest(self) -> Self { self.retain_latest() }
+            fn build(self) -> Self::Hub { self.build() }
         }
 
         impl<K: Key, V: Value> SenderApi<K, V> for $($m)::+::Sender<K, V> {
-            fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-                self.send(key, value)
-            }
-            fn close(&self) {
-                self.close()
-            }
-            fn is_closed(&self) -> bool {
-                self.is_closed()
-            }
+            fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> { self.send(key, value) }
+            fn close(&self) { self.close() }
+            fn is_closed(&self) -> bool { self.is_closed() }
         }
 
         impl<K: Key, V: Value> ReceiverBuilderApi<K, V> for $($m)::+::ReceiverBuilder<K, V> {
             type Receiver = $($m)::+::Receiver<K, V>;
 
-            fn key(self, key: K) -> Self {
-                self.key(key)
-            }
+            fn key(self, key: K) -> Self { self.key(key) }
             fn key_filter<F>(self, keep: F) -> Self
             where
                 F: Fn(&K) -> bool + Send + Sync + 'static,
@@ -295,62 +263,34 @@ macro_rules! conflate_api_impl {
             {
                 self.merge(merge)
             }
-            fn snapshot(self) -> Self {
-                self.snapshot()
-            }
-            fn max_pending(self, n: usize) -> Self {
-                self.max_pending(n)
-            }
-            fn build(self) -> Self::Receiver {
-                self.build()
-            }
+            fn snapshot(self) -> Self { self.snapshot() }
+            fn max_pending(self, n: usize) -> Self { self.max_pending(n) }
+            fn build(self) -> Self::Receiver { self.build() }
         }
 
         impl<K: Key, V: Value> ReceiverApi<K, V> for $($m)::+::Receiver<K, V> {
-            fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
-                self.recv()
-            }
+            fn recv(&mut self) -> Result<Event<K, V>, RecvError> { self.recv() }
             fn recv_timeout(&mut self, timeout: Duration) -> Result<Event<K, V>, RecvTimeoutError> {
                 self.recv_timeout(timeout)
             }
             fn recv_deadline(&mut self, deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
                 self.recv_deadline(deadline)
             }
-            fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-                self.try_recv()
-            }
-            fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-                self.try_recv_all()
-            }
-            fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-                self.peek()
-            }
+            fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> { self.try_recv() }
+            fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> { self.try_recv_all() }
+            fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> { self.peek() }
             fn recv_async(
                 &mut self,
             ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
                 self.recv_async()
             }
-            fn iter(&mut self) -> impl Iterator<Item = Event<K, V>> + Debug + '_ {
-                self.iter()
-            }
-            fn try_iter(&mut self) -> impl Iterator<Item = Event<K, V>> + Debug + '_ {
-                self.try_iter()
-            }
-            fn close(&self) {
-                self.close()
-            }
-            fn is_closed(&self) -> bool {
-                self.is_closed()
-            }
-            fn len(&self) -> usize {
-                self.len()
-            }
-            fn is_empty(&self) -> bool {
-                self.is_empty()
-            }
-            fn stats(&self) -> ReceiverStats {
-                self.stats()
-            }
+            fn iter(&mut self) -> impl Iterator<Item = Event<K, V>> + Debug + '_ { self.iter() }
+            fn try_iter(&mut self) -> impl Iterator<Item = Event<K, V>> + Debug + '_ { self.try_iter() }
+            fn close(&self) { self.close() }
+            fn is_closed(&self) -> bool { self.is_closed() }
+            fn len(&self) -> usize { self.len() }
+            fn is_empty(&self) -> bool { self.is_empty() }
+            fn stats(&self) -> ReceiverStats { self.stats() }
         }
     };
 }

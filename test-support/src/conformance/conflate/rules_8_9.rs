@@ -1,0 +1,396 @@
+//! Rules 8–9: a close racing sends, and panics in user code (key filters and
+//! merges).
+
+use crate::conflate_api::*;
+use crate::conformance::support::*;
+use keybus::TryRecvError;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+// rule 8: close racing send
+//
+// What these real-thread races can and cannot catch: they check the
+// whole implementation end to end, on the real primitives, over
+// hundreds of rounds with the close landing near a random send. They
+// are NOT what guarantees the close/send/drain protocol: the window
+// in which a send can decide on a stale snapshot of the hub's state
+// word is a few instructions wide, and a planted bug there ("enter
+// the send with fetch_add instead of the CAS") survives them (see
+// docs/verification.md, "Mutation audit"). That guarantee is carried by the
+// models, which explore the interleaving itself: loom
+// `close_vs_send_exactly_one_outcome` and `hub_close_vs_send`, and
+// shuttle `close_races_many_senders` and
+// `hub_close_races_senders_and_consumers`, each of which catches that
+// bug at CI settings.
+
+/// Sends per round of a rule-8 race.
+const SENDS: u32 = 200;
+
+/// What a rule-8 round saw: the keys sent `Ok` and refused, in send order, and
+/// what the concurrent consumer returned.
+struct RaceRound {
+    oks: Vec<u32>,
+    errs: Vec<u32>,
+    consumed: Vec<u32>,
+}
+
+/// One round of a close racing a stream of sends. A sender thread sends keys
+/// `0..SENDS` in order, each with `value(key)`, and records which were
+/// accepted and which refused (no `Ok` after an `Err`; a refusal hands back
+/// its key, and its value goes to `refused`); a consumer thread runs
+/// `consume(live)`; this thread runs `close` once the sender has started a
+/// random send.
+fn close_race_round<I: Conflate, V: Value>(
+    tx: &Sender<I, u32, V>,
+    live: Receiver<I, u32, V>,
+    value: impl Fn(u32) -> V + Sync,
+    refused: impl Fn(u32, V) + Sync,
+    consume: impl FnOnce(Receiver<I, u32, V>) -> Vec<u32> + Send,
+    close: impl FnOnce(),
+) -> RaceRound {
+    let progress = AtomicU32::new(0);
+    let target = fastrand::u32(0..SENDS);
+    let start = Barrier::new(2);
+    thread::scope(|s| {
+        let consumer = s.spawn(move || consume(live));
+        let sender = s.spawn(|| {
+            let (mut oks, mut errs) = (Vec::new(), Vec::new());
+            start.wait();
+            for k in 0..SENDS {
+                progress.store(k, SeqCst);
+                match tx.send(k, value(k)) {
+                    Ok(()) => {
+                        assert!(errs.is_empty(), "Ok after Err");
+                        oks.push(k);
+                    }
+                    Err(e) => {
+                        let (key, v) = e.into_inner();
+                        assert_eq!(key, k);
+                        refused(k, v);
+                        errs.push(k);
+                    }
+                }
+            }
+            (oks, errs)
+        });
+        start.wait();
+        close_near(&progress, target, SENDS);
+        close();
+        let (oks, errs) = sender.join().unwrap();
+        let consumed = consumer.join().unwrap();
+        RaceRound {
+            oks,
+            errs,
+            consumed,
+        }
+    })
+}
+
+/// Every `Ok` send is delivered before `Closed` by every receiver
+/// (one consuming concurrently, one drained afterwards); no `Err`
+/// send is ever delivered; once a send fails, all later ones do.
+pub fn rule8_race_sender_close_vs_send<I: Conflate>() {
+    with_stall_watchdog("rule8_race_sender_close_vs_send", move |beat| {
+        const ROUNDS: usize = 600;
+        let (mut mixed, mut both_sides) = (0, 0);
+        for round in 0..ROUNDS {
+            beat(round as u32);
+            let hub = Hub::<I, u32, u32>::new();
+            let tx = hub.sender();
+            let closer = hub.sender();
+            let live = hub.receiver();
+            let mut after = hub.receiver();
+            let RaceRound {
+                oks,
+                errs,
+                consumed,
+            } = close_race_round::<I, u32>(
+                &tx,
+                live,
+                |k| k,
+                |k, v| assert_eq!(v, k),
+                |mut live| {
+                    let mut got = Vec::new();
+                    while let Ok(e) = live.recv() {
+                        assert_eq!(e.sends, 1);
+                        got.push(e.key);
+                    }
+                    got
+                },
+                || closer.close(),
+            );
+            assert_eq!(oks.len() + errs.len(), SENDS as usize);
+            assert_eq!(consumed, oks, "round {round}: concurrent consumer");
+            let drained: Vec<u32> = after.iter().map(|e| e.key).collect();
+            assert_eq!(drained, oks, "round {round}: drained after close");
+            assert_fully_closed(&mut after);
+            if !oks.is_empty() && !errs.is_empty() {
+                mixed += 1;
+            }
+            both_sides += usize::from(!oks.is_empty()) + usize::from(!errs.is_empty());
+        }
+        // Not an assertion on timing: a sanity note when run with --nocapture.
+        println!("sender close vs send: {mixed}/{ROUNDS} rounds split, {both_sides} sides seen");
+    });
+}
+
+/// `Hub::close` racing `send`: only `Ok`/`Err`, no hang, every
+/// receiver ends `Closed`, what was delivered is a prefix of the
+/// `Ok` sends, and nothing is leaked.
+pub fn rule8_race_hub_close_vs_send<I: Conflate>() {
+    with_stall_watchdog("rule8_race_hub_close_vs_send", move |beat| {
+        const ROUNDS: usize = 400;
+        let token = Arc::new(());
+        for round in 0..ROUNDS {
+            beat(round as u32);
+            let hub = Hub::<I, u32, Arc<()>>::new();
+            let tx = hub.sender();
+            let live = hub.receiver();
+            let mut idle = hub.receiver();
+            let RaceRound { oks, consumed, .. } = close_race_round::<I, Arc<()>>(
+                &tx,
+                live,
+                |_| token.clone(),
+                |_, v| drop(v),
+                |mut live| {
+                    let mut got = Vec::new();
+                    while let Ok(e) = live.recv() {
+                        got.push(e.key);
+                    }
+                    assert_fully_closed(&mut live);
+                    got
+                },
+                || hub.close(),
+            );
+            assert!(
+                consumed.len() <= oks.len() && consumed[..] == oks[..consumed.len()],
+                "round {round}: delivered {consumed:?} is not a prefix of Ok sends {oks:?}"
+            );
+            assert_fully_closed(&mut idle);
+            assert!(hub.is_closed() && tx.is_closed());
+            assert!(tx.send(0, token.clone()).is_err());
+            drop((hub, tx, idle));
+            assert_eq!(
+                Arc::strong_count(&token),
+                1,
+                "round {round}: a value leaked"
+            );
+        }
+    });
+}
+
+// rule 9: panics in user code
+
+pub fn rule9_key_filter_panic_changes_nothing_at_that_receiver<I: Conflate>() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let a = armed.clone();
+    let hub = Hub::<I, u32, u32>::new();
+    let tx = hub.sender();
+    let mut before = hub.receiver();
+    let mut faulty = hub
+        .receiver_builder()
+        .key_filter(move |k: &u32| {
+            if a.load(SeqCst) && *k == 5 {
+                panic!("key filter refused key 5");
+            }
+            true
+        })
+        .build();
+    let mut after = hub.receiver();
+    tx.send(5, 1).unwrap();
+    tx.send(6, 1).unwrap();
+    armed.store(true, SeqCst);
+    let panic = catch_unwind(AssertUnwindSafe(|| tx.send(5, 2)));
+    let payload = panic.expect_err("the filter's panic must reach send's caller");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"key filter refused key 5")
+    );
+    // Earlier receiver has the send; the panicking one and later ones do not.
+    assert_eq!(before.peek().unwrap().value, 2);
+    assert_eq!(faulty.peek().unwrap().value, 1);
+    assert_eq!(after.peek().unwrap().value, 1);
+    assert_eq!((before.len(), faulty.len(), after.len()), (2, 2, 2));
+    // The bus stays usable: other keys reach everyone, even now.
+    tx.send(7, 1).unwrap();
+    armed.store(false, SeqCst);
+    tx.send(5, 3).unwrap();
+    assert_eq!(drain(&mut before), vec![(5, 3, 3), (6, 1, 1), (7, 1, 1)]);
+    assert_eq!(drain(&mut faulty), vec![(5, 3, 2), (6, 1, 1), (7, 1, 1)]);
+    assert_eq!(drain(&mut after), vec![(5, 3, 2), (6, 1, 1), (7, 1, 1)]);
+    // No poisoned lock, no lost wake-up.
+    thread::scope(|s| {
+        let waiter = s.spawn(|| after.recv().unwrap().key);
+        tx.send(8, 8).unwrap();
+        assert_eq!(waiter.join().unwrap(), 8);
+    });
+    tx.close();
+    assert_eq!(keys_of(&mut faulty), vec![8]);
+    assert_fully_closed(&mut faulty);
+}
+
+pub fn rule9_merge_panic_drops_that_receivers_slot<I: Conflate>() {
+    let hub = Hub::<I, u32, i64>::new();
+    let tx = hub.sender();
+    let mut before = hub.receiver();
+    let mut faulty = hub
+        .receiver_builder()
+        .merge(|p: i64, n: i64| {
+            if n == 666 {
+                panic!("merge refused 666");
+            }
+            Some(p + n)
+        })
+        .build();
+    let mut after = hub.receiver();
+    for k in 1..=3 {
+        tx.send(k, k as i64 * 10).unwrap();
+    }
+    let panic = catch_unwind(AssertUnwindSafe(|| tx.send(2, 666)));
+    let payload = panic.expect_err("the merge's panic must reach send's caller");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"merge refused 666"));
+    // Earlier receiver has the send (newer wins).
+    assert_eq!(before.len(), 3);
+    // The panicking receiver's slot for key 2 is gone, queue entry too.
+    assert_eq!(faulty.len(), 2);
+    // The later receiver never saw the send.
+    assert_eq!(after.len(), 3);
+    // Later sends reach every receiver; key 2 starts afresh at `faulty`.
+    tx.send(2, 5).unwrap();
+    tx.send(4, 40).unwrap();
+    assert_eq!(
+        drain(&mut before),
+        vec![(1, 10, 1), (2, 5, 3), (3, 30, 1), (4, 40, 1)]
+    );
+    assert_eq!(
+        drain(&mut faulty),
+        vec![(1, 10, 1), (3, 30, 1), (2, 5, 1), (4, 40, 1)]
+    );
+    assert_eq!(
+        drain(&mut after),
+        vec![(1, 10, 1), (2, 5, 2), (3, 30, 1), (4, 40, 1)]
+    );
+    // A merge panic on the only pending key leaves an empty, working queue.
+    tx.send(9, 1).unwrap();
+    assert!(catch_unwind(AssertUnwindSafe(|| tx.send(9, 666))).is_err());
+    assert_eq!(faulty.len(), 0);
+    assert_eq!(faulty.try_recv().err(), Some(TryRecvError::Empty));
+    thread::scope(|s| {
+        let waiter = s.spawn(|| faulty.recv().unwrap().key);
+        tx.send(10, 1).unwrap();
+        assert_eq!(waiter.join().unwrap(), 10);
+    });
+    tx.close();
+    assert_eq!(keys_of(&mut before), vec![9, 10]);
+    assert_fully_closed(&mut before);
+    assert_fully_closed(&mut faulty);
+}
+
+/// A merge that panics on one thread while other threads keep
+/// sending, with every receiver consumed concurrently. Values carry
+/// `(weight, sends)` and merges sum both, so each receiver can
+/// account for every send: the first receiver in fan-out order gets
+/// all of them, the last misses exactly the panicking ones, and the
+/// panicking receiver loses exactly the slot its merge was given
+/// (recorded by the merge) plus the panicking send.
+pub fn rule9_race_panicking_merge_while_other_sends_continue<I: Conflate>() {
+    const POISON: u64 = 1 << 32;
+    const SENDERS: u64 = 2;
+    const PER: u64 = 3_000;
+    struct Refused;
+    type W = (u64, u64);
+    let sum = |p: W, n: W| Some((p.0 + n.0, p.1 + n.1));
+    let lost_sends = Arc::new(AtomicU64::new(0));
+    let lost_weight = Arc::new(AtomicU64::new(0));
+    let hub = Hub::<I, u32, W>::new();
+    let tx = hub.sender();
+    let mut first = hub.receiver_builder().merge(sum).build();
+    let (ls, lw) = (lost_sends.clone(), lost_weight.clone());
+    let mut faulty = hub
+        .receiver_builder()
+        .merge(move |p: W, n: W| {
+            if n.0 == POISON {
+                ls.fetch_add(p.1, SeqCst);
+                lw.fetch_add(p.0, SeqCst);
+                // A panic that skips the panic hook: same unwinding,
+                // no stderr noise per round.
+                std::panic::resume_unwind(Box::new(Refused));
+            }
+            sum(p, n)
+        })
+        .build();
+    let mut last = hub.receiver_builder().merge(sum).build();
+
+    fn consume(rx: &mut impl ReceiverApi<u32, W>) -> W {
+        let mut total = (0, 0);
+        while let Ok(e) = rx.recv() {
+            assert_eq!(e.sends, e.value.1, "sends disagrees with the merged count");
+            total = (total.0 + e.value.0, total.1 + e.value.1);
+        }
+        total
+    }
+
+    let (attempts, panics, got) = thread::scope(|s| {
+        let consumers: Vec<_> = [&mut first, &mut faulty, &mut last]
+            .into_iter()
+            .map(|rx| s.spawn(move || consume(rx)))
+            .collect();
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|_| {
+                s.spawn(|| {
+                    for i in 0..PER {
+                        tx.send((i % 3) as u32, (1, 1)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let poisoner = s.spawn(|| {
+            let (mut attempts, mut panics) = (0u64, 0u64);
+            while panics < 40 && attempts < 100_000 {
+                attempts += 1;
+                match catch_unwind(AssertUnwindSafe(|| tx.send(0, (POISON, 1)))) {
+                    Ok(sent) => sent.unwrap(),
+                    Err(payload) => {
+                        assert!(payload.is::<Refused>(), "a foreign panic escaped send");
+                        panics += 1;
+                    }
+                }
+            }
+            (attempts, panics)
+        });
+        for h in senders {
+            h.join().unwrap();
+        }
+        let (attempts, panics) = poisoner.join().unwrap();
+        tx.close();
+        let got: Vec<W> = consumers.into_iter().map(|h| h.join().unwrap()).collect();
+        (attempts, panics, got)
+    });
+    assert!(panics > 0, "the poisoned merge never ran");
+    let sends = SENDERS * PER + attempts;
+    let weight = SENDERS * PER + attempts * POISON;
+    assert_eq!(
+        got[0],
+        (weight, sends),
+        "first receiver must have every send"
+    );
+    assert_eq!(
+        got[2],
+        (weight - panics * POISON, sends - panics),
+        "last receiver must miss exactly the panicking sends"
+    );
+    assert_eq!(
+        (
+            got[1].0 + lost_weight.load(SeqCst) + panics * POISON,
+            got[1].1 + lost_sends.load(SeqCst) + panics
+        ),
+        (weight, sends),
+        "panicking receiver must lose exactly its dropped slots"
+    );
+    // The bus still works after all that, for every receiver.
+    for rx in [&mut first, &mut faulty, &mut last] {
+        assert_fully_closed(rx);
+    }
+}

@@ -1,0 +1,14 @@
+//! Conformance suites written once as generic functions over an
+//! implementation trait; the test files in `tests/` only wrap each function in
+//! a `#[test]` per implementation.
+//!
+//! - [`conflate`]: every rule of the conflate contract, for any [`Conflate`]
+//!   implementation.
+//! - [`support`]: the helpers those suites (and the conflate bad-input and soak
+//!   suites) share: draining, closed-ness checks, conservation, jitter, the
+//!   stall watchdog.
+//!
+//! [`Conflate`]: crate::conflate_api::Conflate
+
+pub mod conflate;
+pub mod support;
