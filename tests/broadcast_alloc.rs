@@ -10,26 +10,44 @@ static ALLOC: Counting = Counting;
 
 use counting::allocations_in;
 
-macro_rules! full_ring_appends_allocate_nothing {
-    ($name:ident, $($m:ident)::+) => {
-        #[test]
-        fn $name() {
-            use $($m)::+::Buffer;
-            const CAPACITY: u64 = 8;
-            let buf: Buffer<[u64; 4]> = Buffer::new(CAPACITY as usize);
-            // Fill the ring (and let any lazily made state be created) before
-            // counting.
-            for i in 1..=3 * CAPACITY {
-                buf.append([i; 4]).unwrap();
-                let _ = buf.latest();
+/// Full-ring tests for one implementation's `Buffer` (`$m`), named `$full` (no
+/// reader) and `$with_readers` (idle readers and one reading on the writer's
+/// thread); `$ring` names a module of their shared steps.
+macro_rules! full_ring_tests {
+    ($($m:ident)::+ => $ring:ident: $full:ident, $with_readers:ident) => {
+        mod $ring {
+            pub type Ring = $($m)::+::Buffer<[u64; 4]>;
+
+            /// Fills `buf` three times over (so any lazily made state exists before
+            /// counting), running `touch` after every append.
+            pub fn fill(buf: &Ring, mut touch: impl FnMut()) {
+                for i in 1..=3 * buf.capacity() as u64 {
+                    buf.append([i; 4]).unwrap();
+                    touch();
+                }
             }
-            let appends = allocations_in(|| {
-                for i in 0..10_000u64 {
-                    let revision = buf.append([i; 4]).unwrap();
-                    if i % 64 == 0 {
-                        // A reader on the same thread copies and lets go.
-                        assert_eq!(buf.latest().unwrap().revision, revision);
+
+            /// Allocations made by 10,000 appends to `buf`, running `after(i,
+            /// revision)` after the `i`th.
+            pub fn appends_allocate(buf: &Ring, mut after: impl FnMut(u64, u64)) -> usize {
+                super::allocations_in(|| {
+                    for i in 0..10_000u64 {
+                        let revision = buf.append([i; 4]).unwrap();
+                        after(i, revision);
                     }
+                })
+            }
+        }
+
+        #[test]
+        fn $full() {
+            use $ring::{appends_allocate, fill, Ring};
+            let buf = Ring::new(8);
+            fill(&buf, || drop(buf.latest()));
+            let appends = appends_allocate(&buf, |i, revision| {
+                if i % 64 == 0 {
+                    // A reader on the same thread copies and lets go.
+                    assert_eq!(buf.latest().unwrap().revision, revision);
                 }
             });
             assert_eq!(appends, 0, "appends to a full ring allocated");
@@ -42,39 +60,19 @@ macro_rules! full_ring_appends_allocate_nothing {
             });
             assert_eq!(changed, 0, "append_if_changed to a full ring allocated");
         }
-    };
-}
 
-full_ring_appends_allocate_nothing!(
-    baseline_full_ring_appends_allocate_nothing,
-    keybus::baseline::broadcast
-);
-full_ring_appends_allocate_nothing!(
-    lockfree_full_ring_appends_allocate_nothing,
-    keybus::broadcast
-);
-
-/// Full-ring appends with readers attached: idle ones (a keybus reader is only
-/// a cursor) and ones reading on the writer's thread between appends.
-macro_rules! full_ring_appends_with_readers_allocate_nothing {
-    ($name:ident, $($m:ident)::+) => {
+        /// Full-ring appends with readers attached: idle ones (a keybus reader is
+        /// only a cursor) and ones reading on the writer's thread between appends.
         #[test]
-        fn $name() {
-            use $($m)::+::Buffer;
-            const CAPACITY: u64 = 16;
-            let buf: Buffer<[u64; 4]> = Buffer::new(CAPACITY as usize);
+        fn $with_readers() {
+            use $ring::{appends_allocate, fill, Ring};
+            let buf = Ring::new(16);
             let idle: Vec<_> = (0..4).map(|_| buf.reader()).collect();
             let mut reading = buf.reader();
-            for i in 1..=3 * CAPACITY {
-                buf.append([i; 4]).unwrap();
-                let _ = reading.try_next();
-            }
-            let appends = allocations_in(|| {
-                for i in 0..10_000u64 {
-                    let revision = buf.append([i; 4]).unwrap();
-                    let entry = reading.try_next().unwrap();
-                    assert_eq!(entry.revision, revision);
-                }
+            fill(&buf, || drop(reading.try_next()));
+            let appends = appends_allocate(&buf, |_, revision| {
+                let entry = reading.try_next().unwrap();
+                assert_eq!(entry.revision, revision);
             });
             assert_eq!(appends, 0, "appends and Reader::try_next on a full ring allocated");
             // A batch read returns a `Vec`: exactly that one allocation.
@@ -88,13 +86,13 @@ macro_rules! full_ring_appends_with_readers_allocate_nothing {
     };
 }
 
-full_ring_appends_with_readers_allocate_nothing!(
-    baseline_full_ring_appends_with_readers_allocate_nothing,
-    keybus::baseline::broadcast
+full_ring_tests!(keybus::baseline::broadcast => baseline_ring:
+    baseline_full_ring_appends_allocate_nothing,
+    baseline_full_ring_appends_with_readers_allocate_nothing
 );
-full_ring_appends_with_readers_allocate_nothing!(
-    lockfree_full_ring_appends_with_readers_allocate_nothing,
-    keybus::broadcast
+full_ring_tests!(keybus::broadcast => lockfree_ring:
+    lockfree_full_ring_appends_allocate_nothing,
+    lockfree_full_ring_appends_with_readers_allocate_nothing
 );
 
 /// With a reader on another thread, a lock-free reader may have pinned the node
