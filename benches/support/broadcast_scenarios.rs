@@ -149,22 +149,35 @@ macro_rules! broadcast_scenarios {
                 out
             }
 
-            /// `appends` appends on a full ring with `readers` readers attached
-            /// that never read.
-            pub fn append(readers: usize, appends: u64) -> Duration {
+            /// A ring of [`CAPACITY`] with `readers` readers attached, then
+            /// filled (untimed): the writer, the readers, the last sequence
+            /// number appended.
+            fn full_ring(readers: usize) -> (imp::Writer, Vec<imp::Reader>, u64) {
                 let mut w = imp::Writer::new(CAPACITY);
-                let idle: Vec<_> = (0..readers).map(|_| w.reader()).collect();
+                let rs: Vec<_> = (0..readers).map(|_| w.reader()).collect();
                 let mut seq = 0;
                 for _ in 0..CAPACITY {
                     seq += 1;
                     w.append(sample(seq));
                 }
+                (w, rs, seq)
+            }
+
+            /// Times `appends` appends after sequence number `seq`.
+            fn timed_appends(w: &mut imp::Writer, mut seq: u64, appends: u64) -> Duration {
                 let start = Instant::now();
                 for _ in 0..appends {
                     seq += 1;
                     w.append(std::hint::black_box(sample(seq)));
                 }
-                let elapsed = start.elapsed();
+                start.elapsed()
+            }
+
+            /// `appends` appends on a full ring with `readers` readers attached
+            /// that never read.
+            pub fn append(readers: usize, appends: u64) -> Duration {
+                let (mut w, idle, seq) = full_ring(readers);
+                let elapsed = timed_appends(&mut w, seq, appends);
                 w.close();
                 drop(idle);
                 elapsed
@@ -198,13 +211,7 @@ macro_rules! broadcast_scenarios {
             /// each hold a reader of it and have read one value through it.
             /// Only the appends are timed; the threads park on a barrier meanwhile.
             pub fn append_live_reader_threads(threads: usize, appends: u64) -> Duration {
-                let mut w = imp::Writer::new(CAPACITY);
-                let rs: Vec<_> = (0..threads).map(|_| w.reader()).collect();
-                let mut seq = 0;
-                for _ in 0..CAPACITY {
-                    seq += 1;
-                    w.append(sample(seq));
-                }
+                let (mut w, rs, seq) = full_ring(threads);
                 let gate = std::sync::Barrier::new(threads + 1);
                 let elapsed = std::thread::scope(|s| {
                     for mut r in rs {
@@ -217,12 +224,7 @@ macro_rules! broadcast_scenarios {
                         });
                     }
                     gate.wait();
-                    let start = Instant::now();
-                    for _ in 0..appends {
-                        seq += 1;
-                        w.append(std::hint::black_box(sample(seq)));
-                    }
-                    let elapsed = start.elapsed();
+                    let elapsed = timed_appends(&mut w, seq, appends);
                     gate.wait();
                     elapsed
                 });
@@ -295,14 +297,6 @@ macro_rules! broadcast_scenarios {
     };
 }
 
-/// Which side of the comparison an implementation is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Keybus,
-    Baseline,
-    Peer,
-}
-
 /// One implementation's scenarios, as plain function pointers.
 #[derive(Clone, Copy)]
 pub struct BroadcastImpl {
@@ -339,25 +333,19 @@ macro_rules! broadcast_suite {
         broadcast_scenarios!(bus_impl, peers::bus);
         broadcast_scenarios!(crossbeam_impl, peers::crossbeam);
 
-        pub const BROADCAST_IMPLS: [BroadcastImpl; 6] = [
-    broadcast_suite!(@impl "keybus", Role::Keybus, keybus_impl),
-    broadcast_suite!(@impl "baseline", Role::Baseline, baseline_impl),
-    broadcast_suite!(@impl "tokio", Role::Peer, tokio_impl),
-    broadcast_suite!(@impl "async-broadcast", Role::Peer, async_broadcast_impl),
-    broadcast_suite!(@impl "bus", Role::Peer, bus_impl),
-    broadcast_suite!(@impl "crossbeam", Role::Peer, crossbeam_impl),
-        ];
-    };
-    (@impl $label:literal, $role:expr, $m:ident) => {
-        BroadcastImpl {
-            name: $label,
-            role: $role,
-            caps: $m::CAPS,
-            append: $m::append,
-            append_after_threads: $m::append_after_threads,
-            append_live_reader_threads: $m::append_live_reader_threads,
-            readers: $m::readers,
-            slow_reader: $m::slow_reader,
-        }
+        pub const BROADCAST_IMPLS: [BroadcastImpl; 6] = impl_table!(BroadcastImpl {
+            append,
+            append_after_threads,
+            append_live_reader_threads,
+            readers,
+            slow_reader,
+        }:
+            "keybus" => Keybus, keybus_impl;
+            "baseline" => Baseline, baseline_impl;
+            "tokio" => Peer, tokio_impl;
+            "async-broadcast" => Peer, async_broadcast_impl;
+            "bus" => Peer, bus_impl;
+            "crossbeam" => Peer, crossbeam_impl;
+        );
     };
 }
