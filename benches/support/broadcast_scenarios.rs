@@ -37,9 +37,8 @@ pub use super::common::*;
 
 /// The implementations, behind one surface.
 #[path = "broadcast_peers.rs"]
-#[macro_use]
 pub mod peers;
-pub use peers::{sample, Caps, Next};
+pub use peers::{sample, AsyncBroadcast, Caps, Crossbeam, Next, Ring, RingReader, Sample};
 
 /// Ring capacity in every scenario but the slow reader.
 pub const CAPACITY: usize = 1024;
@@ -107,29 +106,28 @@ pub fn spin_work(iters: u64) {
     std::hint::black_box(x);
 }
 
-/// Expands the scenarios for one adapter module of `peers`.
+/// Expands the scenarios for one [`Ring`] of `peers`.
 macro_rules! broadcast_scenarios {
-    ($name:ident, $($m:tt)::+) => {
+    ($name:ident, $ring:ty) => {
         pub mod $name {
             use super::*;
-            use $($m)::+ as imp;
             use std::time::{Duration, Instant};
 
+            /// The writer.
+            type W = $ring;
+            /// Its reader.
+            type R = <W as Ring>::Reader;
+
             /// What this implementation takes part in.
-            pub const CAPS: Caps = imp::CAPS;
+            pub const CAPS: Caps = W::CAPS;
 
             /// Reads until closed; counts deliveries, losses and gap reports, and
             /// publishes its progress to `progress`.
-            fn drain(
-                mut r: imp::Reader,
-                last: u64,
-                work: u64,
-                progress: Option<&Progress>,
-            ) -> Outcome {
+            fn drain(mut r: R, last: u64, work: u64, progress: Option<&Progress>) -> Outcome {
                 let mut out = Outcome::default();
                 let mut seen = 0u64;
                 loop {
-                    match r.next() {
+                    match r.next_sample() {
                         Next::Value(v) => {
                             out.delivered += 1;
                             out.lost += v[0] - seen - 1;
@@ -152,23 +150,23 @@ macro_rules! broadcast_scenarios {
             /// A ring of [`CAPACITY`] with `readers` readers attached, then
             /// filled (untimed): the writer, the readers, the last sequence
             /// number appended.
-            fn full_ring(readers: usize) -> (imp::Writer, Vec<imp::Reader>, u64) {
-                let mut w = imp::Writer::new(CAPACITY);
-                let rs: Vec<_> = (0..readers).map(|_| w.reader()).collect();
+            fn full_ring(readers: usize) -> (W, Vec<R>, u64) {
+                let mut w = W::with_capacity(CAPACITY);
+                let rs: Vec<_> = (0..readers).map(|_| w.attach()).collect();
                 let mut seq = 0;
                 for _ in 0..CAPACITY {
                     seq += 1;
-                    w.append(sample(seq));
+                    w.publish(sample(seq));
                 }
                 (w, rs, seq)
             }
 
             /// Times `appends` appends after sequence number `seq`.
-            fn timed_appends(w: &mut imp::Writer, mut seq: u64, appends: u64) -> Duration {
+            fn timed_appends(w: &mut W, mut seq: u64, appends: u64) -> Duration {
                 let start = Instant::now();
                 for _ in 0..appends {
                     seq += 1;
-                    w.append(std::hint::black_box(sample(seq)));
+                    w.publish(std::hint::black_box(sample(seq)));
                 }
                 start.elapsed()
             }
@@ -178,7 +176,7 @@ macro_rules! broadcast_scenarios {
             pub fn append(readers: usize, appends: u64) -> Duration {
                 let (mut w, idle, seq) = full_ring(readers);
                 let elapsed = timed_appends(&mut w, seq, appends);
-                w.close();
+                w.shut();
                 drop(idle);
                 elapsed
             }
@@ -188,22 +186,22 @@ macro_rules! broadcast_scenarios {
             /// then exited. Nothing of theirs is left but what the
             /// implementation keeps process-wide.
             pub fn append_after_threads(threads: usize, appends: u64) -> Duration {
-                let mut other = imp::Writer::new(16);
-                let rs: Vec<_> = (0..threads).map(|_| other.reader()).collect();
-                other.append(sample(1));
+                let mut other = W::with_capacity(16);
+                let rs: Vec<_> = (0..threads).map(|_| other.attach()).collect();
+                other.publish(sample(1));
                 let all_reading = std::sync::Barrier::new(threads);
                 std::thread::scope(|s| {
                     for mut r in rs {
                         let all_reading = &all_reading;
                         s.spawn(move || {
                             all_reading.wait();
-                            assert!(matches!(r.next(), Next::Value(_)));
+                            assert!(matches!(r.next_sample(), Next::Value(_)));
                             // Every thread is alive while every other reads.
                             all_reading.wait();
                         });
                     }
                 });
-                other.close();
+                other.shut();
                 append(0, appends)
             }
 
@@ -217,7 +215,7 @@ macro_rules! broadcast_scenarios {
                     for mut r in rs {
                         let gate = &gate;
                         s.spawn(move || {
-                            assert!(matches!(r.next(), Next::Value(_)));
+                            assert!(matches!(r.next_sample(), Next::Value(_)));
                             gate.wait(); // every thread has read and is alive
                             gate.wait(); // the appends are done
                             drop(r);
@@ -228,14 +226,14 @@ macro_rules! broadcast_scenarios {
                     gate.wait();
                     elapsed
                 });
-                w.close();
+                w.shut();
                 elapsed
             }
 
             /// One paced writer, `n_readers` reading threads, `appends` values.
             pub fn readers(n_readers: usize, appends: u64) -> Outcome {
-                let mut w = imp::Writer::new(CAPACITY);
-                let rs: Vec<_> = (0..n_readers).map(|_| w.reader()).collect();
+                let mut w = W::with_capacity(CAPACITY);
+                let rs: Vec<_> = (0..n_readers).map(|_| w.attach()).collect();
                 let progress: Vec<Progress> = (0..n_readers).map(|_| Progress::default()).collect();
                 let results = std::sync::Mutex::new(Vec::new());
                 let consumers = rs
@@ -256,9 +254,9 @@ macro_rules! broadcast_scenarios {
                         if seq > floor + WINDOW {
                             floor = wait_for_readers(progress, seq);
                         }
-                        w.append(sample(seq));
+                        w.publish(sample(seq));
                     }
-                    w.close();
+                    w.shut();
                 }) as Box<dyn FnOnce() + Send + '_>;
                 let elapsed = timed_run(vec![producer], consumers, || {});
                 let mut out = Outcome {
@@ -277,16 +275,16 @@ macro_rules! broadcast_scenarios {
             /// spins `work` steps per value. `elapsed` is the writer's time alone.
             /// Not run where `CAPS.idle_readers` is false (the writer would wait).
             pub fn slow_reader(appends: u64, work: u64) -> Outcome {
-                let mut w = imp::Writer::new(SLOW_CAPACITY);
-                let r = w.reader();
+                let mut w = W::with_capacity(SLOW_CAPACITY);
+                let r = w.attach();
                 std::thread::scope(|s| {
                     let reader = s.spawn(move || drain(r, appends, work, None));
                     let start = Instant::now();
                     for seq in 1..=appends {
-                        w.append(std::hint::black_box(sample(seq)));
+                        w.publish(std::hint::black_box(sample(seq)));
                     }
                     let elapsed = start.elapsed();
-                    w.close();
+                    w.shut();
                     Outcome {
                         elapsed,
                         ..reader.join().unwrap()
@@ -326,12 +324,12 @@ impl BroadcastImpl {
 /// in `BROADCAST_IMPLS` (keybus first, then the baseline, then the peers).
 macro_rules! broadcast_suite {
     () => {
-        broadcast_scenarios!(keybus_impl, peers::keybus_broadcast);
-        broadcast_scenarios!(baseline_impl, peers::baseline_broadcast);
-        broadcast_scenarios!(tokio_impl, peers::tokio_broadcast);
-        broadcast_scenarios!(async_broadcast_impl, peers::async_broadcast);
-        broadcast_scenarios!(bus_impl, peers::bus);
-        broadcast_scenarios!(crossbeam_impl, peers::crossbeam);
+        broadcast_scenarios!(keybus_impl, keybus::broadcast::Buffer<Sample>);
+        broadcast_scenarios!(baseline_impl, keybus::baseline::broadcast::Buffer<Sample>);
+        broadcast_scenarios!(tokio_impl, tokio::sync::broadcast::Sender<Sample>);
+        broadcast_scenarios!(async_broadcast_impl, AsyncBroadcast);
+        broadcast_scenarios!(bus_impl, ::bus::Bus<Sample>);
+        broadcast_scenarios!(crossbeam_impl, Crossbeam);
 
         pub const BROADCAST_IMPLS: [BroadcastImpl; 6] = impl_table!(BroadcastImpl {
             append,

@@ -49,21 +49,59 @@ pub struct Event<K, V> {
     pub sends: u64,
 }
 
-/// Counts the hub and sender handles: the last one to go closes the send side
-/// (`on_close` runs once), as dropping every `keybus` hub and sender does.
+/// Counts the hub and sender handles of a peer: the last one to go closes the
+/// send side (`Shared::close` runs once), as dropping every `keybus` hub and
+/// sender does.
 mod handles {
+    use std::ops::Deref;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     #[derive(Debug, Default)]
     pub struct Handles(AtomicUsize);
 
-    impl Handles {
-        pub fn acquire(&self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
+    /// A peer's shared state, with its handle count.
+    pub trait Shared {
+        fn handles(&self) -> &Handles;
+        /// Closes the send side; called when the last handle goes.
+        fn close(&self);
+    }
+
+    /// A hub's or a sender's hold on the shared state: counted from creation
+    /// (or clone) to drop.
+    pub struct Handle<S: Shared>(Arc<S>);
+
+    impl<S: Shared> Handle<S> {
+        pub fn new(shared: S) -> Self {
+            shared.handles().0.fetch_add(1, Ordering::Relaxed);
+            Handle(Arc::new(shared))
         }
-        /// `true` for the last handle.
-        pub fn release(&self) -> bool {
-            self.0.fetch_sub(1, Ordering::AcqRel) == 1
+
+        /// The shared state, without a hold on the send side (for receivers).
+        pub fn arc(&self) -> Arc<S> {
+            self.0.clone()
+        }
+    }
+
+    impl<S: Shared> Clone for Handle<S> {
+        fn clone(&self) -> Self {
+            self.0.handles().0.fetch_add(1, Ordering::Relaxed);
+            Handle(self.0.clone())
+        }
+    }
+
+    impl<S: Shared> Drop for Handle<S> {
+        fn drop(&mut self) {
+            if self.0.handles().0.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.0.close();
+            }
+        }
+    }
+
+    impl<S: Shared> Deref for Handle<S> {
+        type Target = S;
+        fn deref(&self) -> &S {
+            &self.0
         }
     }
 }
@@ -75,7 +113,7 @@ mod handles {
 /// queue under the receiver's lock, so a publisher waits for the size of the
 /// backlog. std's `HashMap` with its default SipHash hasher, as users write it.
 pub mod mutex_map {
-    use super::handles::Handles;
+    use super::handles::{self, Handle, Handles};
     pub use super::Event;
     use super::{Caps, Hash};
     use keybus::{RecvError, SendError, TryRecvError};
@@ -101,25 +139,26 @@ pub mod mutex_map {
         closed: std::sync::atomic::AtomicBool,
     }
 
-    impl<K, V> Shared<K, V> {
-        fn release(&self) {
-            if self.handles.release() {
-                self.closed
-                    .store(true, std::sync::atomic::Ordering::Release);
-                for rx in self.receivers.read().unwrap().iter() {
-                    rx.pending.lock().unwrap().closed = true;
-                    rx.ready.notify_all();
-                }
+    impl<K, V> handles::Shared for Shared<K, V> {
+        fn handles(&self) -> &Handles {
+            &self.handles
+        }
+        fn close(&self) {
+            self.closed
+                .store(true, std::sync::atomic::Ordering::Release);
+            for rx in self.receivers.read().unwrap().iter() {
+                rx.pending.lock().unwrap().closed = true;
+                rx.ready.notify_all();
             }
         }
     }
 
     pub struct Hub<K, V> {
-        shared: Arc<Shared<K, V>>,
+        shared: Handle<Shared<K, V>>,
     }
 
     pub struct Sender<K, V> {
-        shared: Arc<Shared<K, V>>,
+        shared: Handle<Shared<K, V>>,
     }
 
     pub struct Receiver<K, V> {
@@ -130,17 +169,16 @@ pub mod mutex_map {
     impl<K: Hash + Eq + Clone, V: Clone> Hub<K, V> {
         #[allow(clippy::new_without_default)]
         pub fn new() -> Self {
-            let shared = Arc::new(Shared {
-                receivers: RwLock::new(Vec::new()),
-                handles: Handles::default(),
-                closed: Default::default(),
-            });
-            shared.handles.acquire();
-            Hub { shared }
+            Hub {
+                shared: Handle::new(Shared {
+                    receivers: RwLock::new(Vec::new()),
+                    handles: Handles::default(),
+                    closed: Default::default(),
+                }),
+            }
         }
 
         pub fn sender(&self) -> Sender<K, V> {
-            self.shared.handles.acquire();
             Sender {
                 shared: self.shared.clone(),
             }
@@ -158,20 +196,8 @@ pub mod mutex_map {
             self.shared.receivers.write().unwrap().push(rx.clone());
             Receiver {
                 rx,
-                shared: self.shared.clone(),
+                shared: self.shared.arc(),
             }
-        }
-    }
-
-    impl<K, V> Drop for Hub<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
-        }
-    }
-
-    impl<K, V> Drop for Sender<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
         }
     }
 
@@ -279,7 +305,7 @@ pub mod mutex_map {
 ///   time, so it would time channel creation under the registry write lock, not
 ///   a cut; watch has no cut).
 pub mod tokio_watch {
-    use super::handles::Handles;
+    use super::handles::{self, Handle, Handles};
     pub use super::Event;
     use super::{Caps, Hash};
     use keybus::{RecvError, SendError, TryRecvError};
@@ -307,21 +333,22 @@ pub mod tokio_watch {
         closed: AtomicBool,
     }
 
-    impl<K, V> Shared<K, V> {
-        fn release(&self) {
-            if self.handles.release() {
-                // Release: a receiver that sees it then sees every send.
-                self.closed.store(true, Ordering::Release);
-            }
+    impl<K, V> handles::Shared for Shared<K, V> {
+        fn handles(&self) -> &Handles {
+            &self.handles
+        }
+        fn close(&self) {
+            // Release: a receiver that sees it then sees every send.
+            self.closed.store(true, Ordering::Release);
         }
     }
 
     pub struct Hub<K, V> {
-        shared: Arc<Shared<K, V>>,
+        shared: Handle<Shared<K, V>>,
     }
 
     pub struct Sender<K, V> {
-        shared: Arc<Shared<K, V>>,
+        shared: Handle<Shared<K, V>>,
     }
 
     pub struct Receiver<K, V> {
@@ -333,21 +360,20 @@ pub mod tokio_watch {
     impl<K: Hash + Eq + Clone, V: Clone> Hub<K, V> {
         #[allow(clippy::new_without_default)]
         pub fn new() -> Self {
-            let shared = Arc::new(Shared {
-                registry: RwLock::new(Registry {
-                    index: HashMap::new(),
-                    channels: Vec::new(),
+            Hub {
+                shared: Handle::new(Shared {
+                    registry: RwLock::new(Registry {
+                        index: HashMap::new(),
+                        channels: Vec::new(),
+                    }),
+                    channels: AtomicUsize::new(0),
+                    handles: Handles::default(),
+                    closed: AtomicBool::new(false),
                 }),
-                channels: AtomicUsize::new(0),
-                handles: Handles::default(),
-                closed: AtomicBool::new(false),
-            });
-            shared.handles.acquire();
-            Hub { shared }
+            }
         }
 
         pub fn sender(&self) -> Sender<K, V> {
-            self.shared.handles.acquire();
             Sender {
                 shared: self.shared.clone(),
             }
@@ -355,24 +381,12 @@ pub mod tokio_watch {
 
         pub fn receiver(&self) -> Receiver<K, V> {
             let mut rx = Receiver {
-                shared: self.shared.clone(),
+                shared: self.shared.arc(),
                 subs: Vec::new(),
                 next: 0,
             };
             rx.subscribe_new();
             rx
-        }
-    }
-
-    impl<K, V> Drop for Hub<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
-        }
-    }
-
-    impl<K, V> Drop for Sender<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
         }
     }
 

@@ -626,6 +626,23 @@ fn ns(x: f64) -> String {
     }
 }
 
+/// What a row is compared with: the baseline's number, and the lowest number of
+/// a comparable peer with that peer's name, from `(role, name, number,
+/// comparable)` per row (lower is better: ns per op, latency).
+fn references(
+    rows: impl Iterator<Item = (Role, &'static str, Option<f64>, bool)> + Clone,
+) -> (Option<f64>, Option<(f64, &'static str)>) {
+    let baseline = rows
+        .clone()
+        .find(|r| r.0 == Role::Baseline)
+        .and_then(|r| r.2);
+    let best_peer = rows
+        .filter(|r| r.0 == Role::Peer && r.3)
+        .filter_map(|r| r.2.map(|n| (n, r.1)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    (baseline, best_peer)
+}
+
 /// The markdown table of throughput results.
 fn table(rows: &[Row]) -> String {
     let mut s = String::new();
@@ -636,15 +653,11 @@ fn table(rows: &[Row]) -> String {
         let sc = &rows[i].scenario;
         let group: Vec<&Row> = rows[i..].iter().take_while(|r| &r.scenario == sc).collect();
         i += group.len();
-        let baseline = group
-            .iter()
-            .find(|r| r.role == Role::Baseline)
-            .and_then(|r| r.ns_per_op);
-        let best_peer = group
-            .iter()
-            .filter(|r| r.role == Role::Peer && !r.not_comparable)
-            .filter_map(|r| r.ns_per_op.map(|n| (n, r.name)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let (baseline, best_peer) = references(
+            group
+                .iter()
+                .map(|r| (r.role, r.name, r.ns_per_op, !r.not_comparable)),
+        );
         for r in &group {
             let Some(n) = r.ns_per_op else {
                 let _ = writeln!(s, "| {sc} | {} | – | – | – | – | {} |", r.name, r.note);
@@ -680,15 +693,11 @@ fn latency_table(rows: &[LatencyRow], backlog: u64) -> String {
     );
     s.push_str("| impl | p50 | p90 | p99 | p99.9 | max | p99 × baseline | p99 × best peer |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let baseline = rows
-        .iter()
-        .find(|r| r.role == Role::Baseline)
-        .and_then(|r| r.percentiles);
-    let best_peer = rows
-        .iter()
-        .filter(|r| r.role == Role::Peer)
-        .filter_map(|r| r.percentiles.map(|p| (p[2], r.name)))
-        .min_by(|a, b| a.0.total_cmp(&b.0));
+    // Compared at p99.
+    let (baseline, best_peer) = references(
+        rows.iter()
+            .map(|r| (r.role, r.name, r.percentiles.map(|p| p[2]), true)),
+    );
     for r in rows {
         match r.percentiles {
             None => {
@@ -699,7 +708,7 @@ fn latency_table(rows: &[LatencyRow], backlog: u64) -> String {
                 );
             }
             Some(p) => {
-                let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b[2] / p[2]));
+                let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b / p[2]));
                 let vs_peer = best_peer.map_or("–".into(), |(b, name)| {
                     format!("{:.2} ({name})", b / p[2])
                 });
