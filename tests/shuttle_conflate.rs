@@ -61,6 +61,12 @@ where
         .collect()
 }
 
+/// `hub` with one receiver, registered before any other thread starts.
+fn with_receiver(hub: Hub<u32, u64>) -> (Hub<u32, u64>, Receiver<u32, u64>) {
+    let rx = hub.receiver();
+    (hub, rx)
+}
+
 /// Joins every thread, in order; their results.
 fn join_all<R>(threads: Vec<thread::JoinHandle<R>>) -> Vec<R> {
     threads.into_iter().map(|t| t.join().unwrap()).collect()
@@ -96,8 +102,7 @@ fn consume_all(rx: &mut Receiver<u32, u64>) -> Vec<(u32, u64, u64)> {
 #[test]
 fn close_races_many_senders() {
     check(|| {
-        let hub: Hub<u32, u64> = Hub::new();
-        let mut rx = hub.receiver();
+        let (hub, mut rx) = with_receiver(Hub::new());
         let closer = hub.sender();
         let senders = spawn_each(&hub, Hub::sender, 0..3u32, |tx, s| {
             (0..3u32)
@@ -126,8 +131,7 @@ fn close_races_many_senders() {
 fn cuts_are_instants_with_two_senders() {
     const KEYS: [u32; 6] = [0, 1, 0, 2, 1, 3];
     check(|| {
-        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a | b));
-        let mut rx = hub.receiver();
+        let (hub, mut rx) = with_receiver(Hub::with_merge(|a, b| Some(a | b)));
         let senders = spawn_each(&hub, Hub::sender, [0u32, 100], |tx, base| {
             for (i, k) in KEYS.iter().enumerate() {
                 tx.send(base + k, 1 << i).unwrap();
@@ -163,8 +167,7 @@ fn cuts_are_instants_with_two_senders() {
 #[test]
 fn summing_merge_conserves() {
     check(|| {
-        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
-        let mut rx = hub.receiver();
+        let (hub, mut rx) = with_receiver(Hub::with_merge(|a, b| Some(a + b)));
         let senders = spawn_each(&hub, Hub::sender, 0..3u64, |tx, s| {
             for i in 0..3u64 {
                 tx.send((i % 2) as u32, s * 3 + i + 1).unwrap();
@@ -192,8 +195,7 @@ fn summing_merge_conserves() {
 #[test]
 fn receiver_churn_during_sends() {
     check(|| {
-        let hub: Hub<u32, u64> = Hub::new();
-        let mut stable = hub.receiver();
+        let (hub, mut stable) = with_receiver(Hub::new());
         let h2 = hub.clone();
         let churn = thread::spawn(move || {
             for _ in 0..3 {

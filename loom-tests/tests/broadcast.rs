@@ -119,7 +119,10 @@ fn assert_entry(entry: &Entry<String>, revision: u64) {
 
 /// A ring of `capacity` holding `value(1)` to `value(revisions)`, appended
 /// before any other thread starts.
-fn ring(capacity: usize, revisions: u64) -> Buffer<String> {
+fn ring<T>(capacity: usize, revisions: u64, value: impl Fn(u64) -> T) -> Buffer<T>
+where
+    T: Clone + Send + Sync + 'static,
+{
     let buf = Buffer::new(capacity);
     for revision in 1..=revisions {
         buf.append(value(revision)).unwrap();
@@ -137,17 +140,19 @@ where
     thread::spawn(move || f(handle))
 }
 
-/// Two appenders, of the values `"a"` and `"b"`; each answers its revision and
-/// its value.
-fn two_appenders(buf: &Buffer<String>) -> Vec<thread::JoinHandle<(u64, &'static str)>> {
-    ["a", "b"]
+/// An empty ring of capacity 2 and two appenders to it, of the values `"a"` and
+/// `"b"`; each answers its revision and its value.
+fn two_appenders() -> (Buffer<String>, Vec<thread::JoinHandle<(u64, &'static str)>>) {
+    let buf = Buffer::new(2);
+    let appenders = ["a", "b"]
         .into_iter()
         .map(|name| {
             spawn_with(buf.clone(), move |buf| {
                 (buf.append(name.to_string()).unwrap(), name)
             })
         })
-        .collect()
+        .collect();
+    (buf, appenders)
 }
 
 /// Joins [`two_appenders`]: their (revision, value), by revision, which must be
@@ -166,7 +171,7 @@ fn join_appenders(
 /// joined after the reader is done.
 fn race(capacity: usize, revisions: u64, writer: fn(Buffer<String>), reader: fn(&Buffer<String>)) {
     loom::model(move || {
-        let buf = ring(capacity, revisions);
+        let buf = ring(capacity, revisions, value);
         let writer = spawn_with(buf.clone(), writer);
         reader(&buf);
         writer.join().unwrap();
@@ -260,7 +265,7 @@ fn batch_read_races_eviction() {
 fn gap_boundary_while_an_append_evicts() {
     loom::model(|| {
         // Capacity 1: appending 2 moves the oldest retained revision a from 1 to 2.
-        let buf = ring(1, 1);
+        let buf = ring(1, 1, value);
         let writer = spawn_with(buf.clone(), move |buf| buf.append(value(2)).unwrap());
         // Cursor 1 is a - 1 after the append: never a gap.
         match buf.try_read(1, 4) {
@@ -362,8 +367,7 @@ fn park_vs_wake_async() {
 #[test]
 fn two_concurrent_appenders() {
     loom::model(|| {
-        let buf = Buffer::new(2);
-        let appenders = two_appenders(&buf);
+        let (buf, appenders) = two_appenders();
         // A concurrent reader: whatever it sees is a gap-free prefix from 1.
         let seen = match buf.try_read(0, 2) {
             Ok(page) => page,
@@ -388,8 +392,7 @@ fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
         // Capacity 1 = two slots. Append 3 evicts revision 1's node; append 4
         // recycles it (or, if the reader has it pinned, holds it back and
         // allocates); append 5 re-checks the held node and recycles another.
-        let buf = Buffer::new(1);
-        buf.append(counted(1, &tokens)).unwrap();
+        let buf = ring(1, 1, |r| counted(r, &tokens));
         let values: Vec<_> = (2..=5).map(|r| counted(r, &tokens)).collect();
         let writer = spawn_with(buf.clone(), move |buf| {
             for v in values {
@@ -415,9 +418,7 @@ fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
 fn two_readers_pin_while_the_writer_recycles() {
     loom::model(|| {
         let tokens = tokens(5);
-        let buf = Buffer::new(1);
-        buf.append(counted(1, &tokens)).unwrap();
-        buf.append(counted(2, &tokens)).unwrap();
+        let buf = ring(1, 2, |r| counted(r, &tokens));
         let reader = spawn_with(buf.clone(), move |buf| match buf.try_read(0, 1) {
             Ok(page) => assert_eq!(page[0].value.revision, 1),
             Err(ReadError::Gap { after: 0, .. }) => {}
@@ -468,8 +469,7 @@ fn parked_reader_vs_two_contending_appenders() {
     loom::model(|| {
         // Two appenders contend for the lock bit (one waits for the other,
         // never for the reader); the reader parks until revision 2 exists.
-        let buf = Buffer::new(2);
-        let appenders = two_appenders(&buf);
+        let (buf, appenders) = two_appenders();
         let mut reader = buf.reader_at(0);
         assert_eq!(reader.next().unwrap().revision, 1);
         assert_eq!(reader.next().unwrap().revision, 2);
