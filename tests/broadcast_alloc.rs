@@ -43,7 +43,9 @@ macro_rules! full_ring_tests {
         fn $full() {
             use $ring::{appends_allocate, fill, Ring};
             let buf = Ring::new(8);
-            fill(&buf, || drop(buf.latest()));
+            fill(&buf, || {
+                let _ = buf.latest();
+            });
             let appends = appends_allocate(&buf, |i, revision| {
                 if i % 64 == 0 {
                     // A reader on the same thread copies and lets go.
@@ -69,7 +71,9 @@ macro_rules! full_ring_tests {
             let buf = Ring::new(16);
             let idle: Vec<_> = (0..4).map(|_| buf.reader()).collect();
             let mut reading = buf.reader();
-            fill(&buf, || drop(reading.try_next()));
+            fill(&buf, || {
+                let _ = reading.try_next();
+            });
             let appends = appends_allocate(&buf, |_, revision| {
                 let entry = reading.try_next().unwrap();
                 assert_eq!(entry.revision, revision);

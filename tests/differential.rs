@@ -124,11 +124,14 @@ fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// Runs a scenario on a pair of implementations; describes a mismatch.
+type Check<S> = fn(&S) -> Result<harness::Tally, String>;
+
 /// Replays every committed input of fuzz target `target` through `checks`.
 fn replay<S: std::fmt::Display>(
     target: &str,
     generate: impl Fn(&mut harness::Bytes<'_>) -> S,
-    checks: &[fn(&S) -> Result<harness::Tally, String>],
+    checks: &[Check<S>],
 ) {
     let verbose = std::env::var_os("KEYBUS_DIFF_PRINT").is_some();
     for (name, data) in corpus(target) {

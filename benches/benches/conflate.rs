@@ -99,13 +99,16 @@ fn drain(c: &mut Criterion) {
     g.finish();
 }
 
+/// A scenario timing `iters` operations with one parameter: `(param, iters)`.
+type OpsFn = fn(u64, u64) -> Duration;
+
 /// A group of keybus and the baseline only (the peers have no such operation),
 /// one op per iteration: `scenario(imp)(n, iters)` for each `n` of `inputs`.
 fn keybus_and_baseline(
     c: &mut Criterion,
     group: &str,
     inputs: [u64; 3],
-    scenario: fn(&ConflateImpl) -> fn(u64, u64) -> Duration,
+    scenario: fn(&ConflateImpl) -> OpsFn,
 ) {
     let mut g = c.benchmark_group(group);
     g.sampling_mode(SamplingMode::Flat).sample_size(10);

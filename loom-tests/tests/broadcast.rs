@@ -140,9 +140,12 @@ where
     thread::spawn(move || f(handle))
 }
 
+/// An appender's thread: it answers its revision and its value.
+type Appender = thread::JoinHandle<(u64, &'static str)>;
+
 /// An empty ring of capacity 2 and two appenders to it, of the values `"a"` and
 /// `"b"`; each answers its revision and its value.
-fn two_appenders() -> (Buffer<String>, Vec<thread::JoinHandle<(u64, &'static str)>>) {
+fn two_appenders() -> (Buffer<String>, Vec<Appender>) {
     let buf = Buffer::new(2);
     let appenders = ["a", "b"]
         .into_iter()
@@ -157,9 +160,7 @@ fn two_appenders() -> (Buffer<String>, Vec<thread::JoinHandle<(u64, &'static str
 
 /// Joins [`two_appenders`]: their (revision, value), by revision, which must be
 /// unique and gap-free from 1.
-fn join_appenders(
-    appenders: Vec<thread::JoinHandle<(u64, &'static str)>>,
-) -> Vec<(u64, &'static str)> {
+fn join_appenders(appenders: Vec<Appender>) -> Vec<(u64, &'static str)> {
     let mut results: Vec<_> = appenders.into_iter().map(|h| h.join().unwrap()).collect();
     results.sort();
     assert_eq!(results.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2]);

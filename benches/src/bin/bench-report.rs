@@ -238,11 +238,14 @@ fn stores_nothing_alone(name: &str, readers: usize) -> Option<&'static str> {
         .then_some("stores nothing without a reader: not comparable")
 }
 
+/// A broadcast scenario that times appends: `(threads or readers, appends)`.
+type AppendFn = fn(usize, u64) -> Duration;
+
 /// Every ring's entry timing `scenario(imp)(arg, n)`, appends that run with
 /// `readers` attached readers that do not read (not run where such a reader
 /// would block the writer).
 fn append_entries(
-    scenario: fn(&bc::BroadcastImpl) -> fn(usize, u64) -> Duration,
+    scenario: fn(&bc::BroadcastImpl) -> AppendFn,
     arg: usize,
     readers: usize,
     n: u64,
@@ -599,7 +602,7 @@ fn cut_latencies(rounds: usize, backlog: u64, refills: u64) -> Vec<LatencyRow> {
         .zip(got)
         .map(|(imp, g)| LatencyRow {
             name: imp.name,
-            role: imp.role.into(),
+            role: imp.role,
             percentiles: (!g.is_empty())
                 .then(|| std::array::from_fn(|p| median(g.iter().map(|x| x[p]).collect()))),
         })
