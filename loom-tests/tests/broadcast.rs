@@ -169,12 +169,20 @@ fn join_appenders(appenders: Vec<Appender>) -> Vec<(u64, &'static str)> {
 
 /// The model of a ring of `capacity` holding `value(1)` to `value(revisions)`,
 /// `writer` on a thread of its own racing `reader` on this one; the writer is
-/// joined after the reader is done.
-fn race(capacity: usize, revisions: u64, writer: fn(Buffer<String>), reader: fn(&Buffer<String>)) {
+/// joined after the reader is done. What `reader` returns (the `Reader` it
+/// used, if any) is dropped after the join, as a local of the model would be:
+/// a reader's drop is a step of its own that loom would otherwise interleave
+/// with the writer.
+fn race<R: 'static>(
+    capacity: usize,
+    revisions: u64,
+    writer: fn(Buffer<String>),
+    reader: fn(&Buffer<String>) -> R,
+) {
     loom::model(move || {
         let buf = ring(capacity, revisions, value);
         let writer = spawn_with(buf.clone(), writer);
-        reader(&buf);
+        let _kept = reader(&buf);
         writer.join().unwrap();
     });
 }
@@ -223,6 +231,7 @@ fn read_vs_overwrite_of_the_same_slot() {
                 }) => assert_eq!(reader.cursor(), 2),
                 Err(e) => panic!("unexpected {e:?}"),
             }
+            reader
         },
     );
 }
@@ -313,7 +322,8 @@ fn close_vs_draining_read() {
             assert_eq!(buf.append(value(3)), Err(AppendError(value(3))));
         },
         |buf| {
-            let drained = read_until_closed(&mut buf.reader_at(0));
+            let mut reader = buf.reader_at(0);
+            let drained = read_until_closed(&mut reader);
             for e in &drained {
                 assert_eq!(e.value, value(e.revision));
             }
@@ -321,6 +331,7 @@ fn close_vs_draining_read() {
                 drained.iter().map(|e| e.revision).collect::<Vec<_>>(),
                 [1, 2]
             );
+            reader
         },
     );
 }
@@ -331,7 +342,8 @@ fn close_racing_append() {
         let buf = Buffer::new(2);
         let appender = spawn_with(buf.clone(), move |buf| buf.append(value(1)).is_ok());
         let closer = spawn_with(buf.clone(), move |buf| buf.close());
-        let drained = read_until_closed(&mut buf.reader_at(0));
+        let mut reader = buf.reader_at(0);
+        let drained = read_until_closed(&mut reader);
         let appended = appender.join().unwrap();
         closer.join().unwrap();
         if appended {
