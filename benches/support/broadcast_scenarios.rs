@@ -1,5 +1,5 @@
 //! The broadcast benchmark scenarios, written once and expanded per
-//! implementation by `broadcast_scenarios!` over the adapters of
+//! implementation by `broadcast_scenarios!` over the [`Ring`]s of
 //! `broadcast_peers.rs` (`keybus::broadcast`, `keybus::baseline::broadcast`,
 //! tokio broadcast, async-broadcast, bus, crossbeam-channel). Shared by
 //! `benches/benches/broadcast.rs` (criterion) and `benches/src/bin/bench-report.rs`.
