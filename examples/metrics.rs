@@ -116,6 +116,25 @@ struct Seen {
     batches: u64,
 }
 
+impl Seen {
+    fn new(name: &'static str) -> Seen {
+        Seen {
+            name,
+            totals: Totals::new(),
+            events: 0,
+            folded: 0,
+            batches: 0,
+        }
+    }
+
+    /// Folds one event, counting it and the updates it stands for.
+    fn take(&mut self, e: keybus::Event<Key, Update>) {
+        self.events += 1;
+        self.folded += e.sends;
+        self.totals.apply(e);
+    }
+}
+
 fn label(key: &Key) -> String {
     let labels: Vec<String> = key
         .labels()
@@ -156,21 +175,11 @@ fn main() {
 
     let start = Instant::now();
     let dashboard = std::thread::spawn(move || {
-        let mut seen = Seen {
-            name: "dashboard",
-            totals: Totals::new(),
-            events: 0,
-            folded: 0,
-            batches: 0,
-        };
+        let mut seen = Seen::new("dashboard");
         let mut next_frame = Instant::now() + Duration::from_millis(100);
         loop {
             match dashboard_rx.recv_deadline(next_frame) {
-                Ok(e) => {
-                    seen.events += 1;
-                    seen.folded += e.sends;
-                    seen.totals.apply(e);
-                }
+                Ok(e) => seen.take(e),
                 Err(RecvTimeoutError::Timeout) => {
                     next_frame += Duration::from_millis(100);
                     let get = |k: &Key| seen.totals.value(k).unwrap_or(0.0);
@@ -193,13 +202,7 @@ fn main() {
         }
     });
     let exporter = std::thread::spawn(move || {
-        let mut seen = Seen {
-            name: "exporter",
-            totals: Totals::new(),
-            events: 0,
-            folded: 0,
-            batches: 0,
-        };
+        let mut seen = Seen::new("exporter");
         loop {
             std::thread::sleep(Duration::from_millis(20));
             match exporter_rx.try_recv_all() {
@@ -215,17 +218,9 @@ fn main() {
         }
     });
     let alert = std::thread::spawn(move || {
-        let mut seen = Seen {
-            name: "errors alert",
-            totals: Totals::new(),
-            events: 0,
-            folded: 0,
-            batches: 0,
-        };
+        let mut seen = Seen::new("errors alert");
         for e in alert_rx.iter() {
-            seen.events += 1;
-            seen.folded += e.sends;
-            seen.totals.apply(e);
+            seen.take(e);
         }
         seen
     });

@@ -78,80 +78,32 @@ fn drive<S: std::fmt::Display>(
     );
 }
 
-fn conflate_pair<A, B>(test: &str, base_seed: u64, total_ops: usize)
-where
-    A: conflate_ops::ConflateImpl,
-    B: conflate_ops::ConflateImpl,
-{
-    drive(
-        test,
-        base_seed,
-        total_ops,
-        conflate_ops::Scenario::generate,
-        |s| s.ops.len(),
-        conflate_ops::check::<A, B>,
-        |s, fails| s.shrink(fails),
-    );
+/// One `#[test]` per line: `name: ops_module, A vs B, base seed` runs [`drive`]
+/// over `ops_module`'s generator with `ops_module::check::<A, B>`.
+macro_rules! differential_tests {
+    ($($test:ident: $ops:ident, $a:ident vs $b:ident, $seed:expr;)+) => {$(
+        #[test]
+        fn $test() {
+            drive(
+                stringify!($test),
+                $seed,
+                DEFAULT_OPS,
+                $ops::Scenario::generate,
+                |s| s.ops.len(),
+                $ops::check::<$ops::$a, $ops::$b>,
+                |s, fails| s.shrink(fails),
+            );
+        }
+    )+};
 }
 
-fn broadcast_pair<A, B>(test: &str, base_seed: u64, total_ops: usize)
-where
-    A: broadcast_ops::BroadcastImpl,
-    B: broadcast_ops::BroadcastImpl,
-{
-    drive(
-        test,
-        base_seed,
-        total_ops,
-        broadcast_ops::Scenario::generate,
-        |s| s.ops.len(),
-        broadcast_ops::check::<A, B>,
-        |s, fails| s.shrink(fails),
-    );
-}
-
-#[test]
-fn differential_conflate() {
-    use conflate_ops::{Baseline, Lockfree};
-    conflate_pair::<Lockfree, Baseline>("differential_conflate", 0xC0F1_A7E0, DEFAULT_OPS);
-}
-
-#[test]
-fn differential_conflate_model() {
-    use conflate_ops::{Lockfree, Model};
-    conflate_pair::<Lockfree, Model>("differential_conflate_model", 0x40DE_1C0F, DEFAULT_OPS);
-}
-
-#[test]
-fn differential_conflate_baseline_model() {
-    use conflate_ops::{Baseline, Model};
-    conflate_pair::<Baseline, Model>(
-        "differential_conflate_baseline_model",
-        0xBA5E_1C0F,
-        DEFAULT_OPS,
-    );
-}
-
-#[test]
-fn differential_broadcast() {
-    use broadcast_ops::{Baseline, Lockfree};
-    broadcast_pair::<Lockfree, Baseline>("differential_broadcast", 0xB0AD_CA57, DEFAULT_OPS);
-}
-
-#[test]
-fn differential_broadcast_model() {
-    use broadcast_ops::{Lockfree, Model};
-    broadcast_pair::<Lockfree, Model>("differential_broadcast_model", 0x40DE_1B0A, DEFAULT_OPS);
-}
-
-#[test]
-fn differential_broadcast_baseline_model() {
-    use broadcast_ops::{Baseline, Model};
-    broadcast_pair::<Baseline, Model>(
-        "differential_broadcast_baseline_model",
-        0xBA5E_1B0A,
-        DEFAULT_OPS,
-    );
+differential_tests! {
+    differential_conflate: conflate_ops, Lockfree vs Baseline, 0xC0F1_A7E0;
+    differential_conflate_model: conflate_ops, Lockfree vs Model, 0x40DE_1C0F;
+    differential_conflate_baseline_model: conflate_ops, Baseline vs Model, 0xBA5E_1C0F;
+    differential_broadcast: broadcast_ops, Lockfree vs Baseline, 0xB0AD_CA57;
+    differential_broadcast_model: broadcast_ops, Lockfree vs Model, 0x40DE_1B0A;
+    differential_broadcast_baseline_model: broadcast_ops, Baseline vs Model, 0xBA5E_1B0A;
 }
 
 /// The committed inputs of one fuzz target, by file name.
@@ -172,46 +124,49 @@ fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// Runs a scenario on a pair of implementations; describes a mismatch.
+type Check<S> = fn(&S) -> Result<harness::Tally, String>;
+
+/// Replays every committed input of fuzz target `target` through `checks`.
+fn replay<S: std::fmt::Display>(
+    target: &str,
+    generate: impl Fn(&mut harness::Bytes<'_>) -> S,
+    checks: &[Check<S>],
+) {
+    let verbose = std::env::var_os("KEYBUS_DIFF_PRINT").is_some();
+    for (name, data) in corpus(target) {
+        let scenario = generate(&mut harness::Bytes::new(&data));
+        if verbose {
+            eprintln!("{target}/{name}:\n{scenario}");
+        }
+        for check in checks {
+            if let Err(report) = check(&scenario) {
+                panic!("fuzz/corpus/{target}/{name}:\n{report}\n{scenario}");
+            }
+        }
+    }
+}
+
+/// [`replay`] for the fuzz target named after `ops_module`, through the same
+/// three pairs as the differential tests.
+macro_rules! replay_corpus {
+    ($ops:ident) => {{
+        use $ops::{check, Baseline, Lockfree, Model, Scenario};
+        replay(
+            stringify!($ops),
+            |src| Scenario::generate(src, harness::FUZZ_MAX_OPS),
+            &[
+                check::<Lockfree, Baseline>,
+                check::<Lockfree, Model>,
+                check::<Baseline, Model>,
+            ],
+        )
+    }};
+}
+
 #[test]
 fn fuzz_corpus_replays() {
     harness::quiet_expected_panics();
-    let verbose = std::env::var_os("KEYBUS_DIFF_PRINT").is_some();
-    for (name, data) in corpus("conflate_ops") {
-        let scenario = conflate_ops::Scenario::generate(
-            &mut harness::Bytes::new(&data),
-            harness::FUZZ_MAX_OPS,
-        );
-        if verbose {
-            eprintln!("conflate_ops/{name}:\n{scenario}");
-        }
-        use conflate_ops::{Baseline, Lockfree, Model};
-        for check in [
-            conflate_ops::check::<Lockfree, Baseline>,
-            conflate_ops::check::<Lockfree, Model>,
-            conflate_ops::check::<Baseline, Model>,
-        ] {
-            if let Err(report) = check(&scenario) {
-                panic!("fuzz/corpus/conflate_ops/{name}:\n{report}\n{scenario}");
-            }
-        }
-    }
-    for (name, data) in corpus("broadcast_ops") {
-        let scenario = broadcast_ops::Scenario::generate(
-            &mut harness::Bytes::new(&data),
-            harness::FUZZ_MAX_OPS,
-        );
-        if verbose {
-            eprintln!("broadcast_ops/{name}:\n{scenario}");
-        }
-        use broadcast_ops::{Baseline, Lockfree, Model};
-        for check in [
-            broadcast_ops::check::<Lockfree, Baseline>,
-            broadcast_ops::check::<Lockfree, Model>,
-            broadcast_ops::check::<Baseline, Model>,
-        ] {
-            if let Err(report) = check(&scenario) {
-                panic!("fuzz/corpus/broadcast_ops/{name}:\n{report}\n{scenario}");
-            }
-        }
-    }
+    replay_corpus!(conflate_ops);
+    replay_corpus!(broadcast_ops);
 }

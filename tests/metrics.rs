@@ -34,6 +34,12 @@ fn drain(rx: &mut keybus::conflate::Receiver<Key, Update>) -> Vec<(String, Updat
     }
 }
 
+/// The one event of `batch`, as (sends, update).
+fn only_event(batch: &[keybus::Event<Key, Update>]) -> (u64, Update) {
+    assert_eq!(batch.len(), 1, "one key, one event");
+    (batch[0].sends, batch[0].value)
+}
+
 #[test]
 fn counters_sum() {
     let recorder = KeybusRecorder::new();
@@ -86,15 +92,11 @@ fn absolute_counters_replace_increments() {
         counter!("uptime.ticks").increment(2);
     });
     let batch = rx.try_recv_all().unwrap();
-    assert_eq!(batch.len(), 1);
-    assert_eq!(batch[0].sends, 3);
-    assert_eq!(
-        batch[0].value,
-        Update::Counter(CounterUpdate {
-            increment: 7,
-            absolute: Some(102)
-        })
-    );
+    let expected = CounterUpdate {
+        increment: 7,
+        absolute: Some(102),
+    };
+    assert_eq!(only_event(&batch), (3, Update::Counter(expected)));
     totals.apply_all(batch);
     assert_eq!(totals.value(&key), Some(102.0));
 
@@ -164,19 +166,15 @@ fn histograms_fold_into_a_summary() {
         histogram!("latency").record_many(9.0, 2);
         histogram!("latency").record_many(100.0, 0); // no samples: no update
     });
-    let batch = rx.try_recv_all().unwrap();
-    assert_eq!(batch.len(), 1);
-    assert_eq!(batch[0].sends, 6);
-    assert_eq!(
-        batch[0].value,
-        Update::Histogram(Summary {
-            count: 7,
-            sum: 32.0,
-            min: 1.0,
-            max: 9.0
-        })
-    );
-    let Update::Histogram(s) = batch[0].value else {
+    let expected = Summary {
+        count: 7,
+        sum: 32.0,
+        min: 1.0,
+        max: 9.0,
+    };
+    let (sends, update) = only_event(&rx.try_recv_all().unwrap());
+    assert_eq!((sends, update), (6, Update::Histogram(expected)));
+    let Update::Histogram(s) = update else {
         unreachable!()
     };
     assert_eq!(s.mean(), 32.0 / 7.0);

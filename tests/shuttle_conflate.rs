@@ -21,15 +21,13 @@
 
 use keybus::conflate::{Hub, Receiver};
 use keybus::TryRecvError;
+use keybus_test_support::harness;
 use shuttle::thread;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{self, AssertUnwindSafe};
 
 fn iterations() -> usize {
-    std::env::var("KEYBUS_SHUTTLE_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000)
+    harness::env_usize("KEYBUS_SHUTTLE_ITERS").unwrap_or(10_000)
 }
 
 /// PCT depth: the number of priority change points is `depth - 1`.
@@ -40,6 +38,38 @@ fn check(f: impl Fn() + Send + Sync + 'static) {
     let pct = f.clone();
     shuttle::check_pct(move || pct(), iterations(), PCT_DEPTH);
     shuttle::check_random(move || f(), (iterations() / 5).max(1));
+}
+
+/// One thread per id, running `run(handle, id)` with a handle of its own (a
+/// sender or a receiver of `hub`), made just before the thread starts.
+fn spawn_each<I, H, R>(
+    hub: &Hub<u32, u64>,
+    handle: fn(&Hub<u32, u64>) -> H,
+    ids: impl IntoIterator<Item = I>,
+    run: fn(H, I) -> R,
+) -> Vec<thread::JoinHandle<R>>
+where
+    I: Send + 'static,
+    H: Send + 'static,
+    R: Send + 'static,
+{
+    ids.into_iter()
+        .map(|id| {
+            let h = handle(hub);
+            thread::spawn(move || run(h, id))
+        })
+        .collect()
+}
+
+/// `hub` with one receiver, registered before any other thread starts.
+fn with_receiver(hub: Hub<u32, u64>) -> (Hub<u32, u64>, Receiver<u32, u64>) {
+    let rx = hub.receiver();
+    (hub, rx)
+}
+
+/// Joins every thread, in order; their results.
+fn join_all<R>(threads: Vec<thread::JoinHandle<R>>) -> Vec<R> {
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
 /// Receives until closed, mixing the three consuming forms.
@@ -72,27 +102,18 @@ fn consume_all(rx: &mut Receiver<u32, u64>) -> Vec<(u32, u64, u64)> {
 #[test]
 fn close_races_many_senders() {
     check(|| {
-        let hub: Hub<u32, u64> = Hub::new();
-        let mut rx = hub.receiver();
+        let (hub, mut rx) = with_receiver(Hub::new());
         let closer = hub.sender();
-        let senders: Vec<_> = (0..3u32)
-            .map(|s| {
-                let tx = hub.sender();
-                thread::spawn(move || {
-                    (0..3u32)
-                        .filter(|i| tx.send(s * 10 + i, 1).is_ok())
-                        .map(|i| s * 10 + i)
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
+        let senders = spawn_each(&hub, Hub::sender, 0..3u32, |tx, s| {
+            (0..3u32)
+                .filter(|i| tx.send(s * 10 + i, 1).is_ok())
+                .map(|i| s * 10 + i)
+                .collect::<Vec<_>>()
+        });
         drop(hub);
         let close = thread::spawn(move || closer.close());
         let got = consume_all(&mut rx);
-        let ok: BTreeSet<u32> = senders
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect();
+        let ok: BTreeSet<u32> = join_all(senders).into_iter().flatten().collect();
         close.join().unwrap();
         let delivered: Vec<u32> = got.iter().map(|e| e.0).collect();
         let delivered_set: BTreeSet<u32> = delivered.iter().copied().collect();
@@ -110,19 +131,12 @@ fn close_races_many_senders() {
 fn cuts_are_instants_with_two_senders() {
     const KEYS: [u32; 6] = [0, 1, 0, 2, 1, 3];
     check(|| {
-        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a | b));
-        let mut rx = hub.receiver();
-        let senders: Vec<_> = [0u32, 100]
-            .into_iter()
-            .map(|base| {
-                let tx = hub.sender();
-                thread::spawn(move || {
-                    for (i, k) in KEYS.iter().enumerate() {
-                        tx.send(base + k, 1 << i).unwrap();
-                    }
-                })
-            })
-            .collect();
+        let (hub, mut rx) = with_receiver(Hub::with_merge(|a, b| Some(a | b)));
+        let senders = spawn_each(&hub, Hub::sender, [0u32, 100], |tx, base| {
+            for (i, k) in KEYS.iter().enumerate() {
+                tx.send(base + k, 1 << i).unwrap();
+            }
+        });
         drop(hub);
         let mut seen = BTreeMap::from([(0u32, 0u64), (100, 0)]);
         let all = (1u64 << KEYS.len()) - 1;
@@ -144,9 +158,7 @@ fn cuts_are_instants_with_two_senders() {
                 );
             }
         }
-        for h in senders {
-            h.join().unwrap();
-        }
+        join_all(senders);
     });
 }
 
@@ -155,24 +167,16 @@ fn cuts_are_instants_with_two_senders() {
 #[test]
 fn summing_merge_conserves() {
     check(|| {
-        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
-        let mut rx = hub.receiver();
-        let senders: Vec<_> = (0..3u64)
-            .map(|s| {
-                let tx = hub.sender();
-                thread::spawn(move || {
-                    for i in 0..3u64 {
-                        tx.send((i % 2) as u32, s * 3 + i + 1).unwrap();
-                    }
-                })
-            })
-            .collect();
+        let (hub, mut rx) = with_receiver(Hub::with_merge(|a, b| Some(a + b)));
+        let senders = spawn_each(&hub, Hub::sender, 0..3u64, |tx, s| {
+            for i in 0..3u64 {
+                tx.send((i % 2) as u32, s * 3 + i + 1).unwrap();
+            }
+        });
         drop(hub);
         let peeked = rx.peek().ok();
         let got = consume_all(&mut rx);
-        for h in senders {
-            h.join().unwrap();
-        }
+        join_all(senders);
         let sum: u64 = got.iter().map(|e| e.1).sum();
         let sends: u64 = got.iter().map(|e| e.2).sum();
         assert_eq!((sum, sends), ((1..=9).sum(), 9), "{got:?}");
@@ -191,8 +195,7 @@ fn summing_merge_conserves() {
 #[test]
 fn receiver_churn_during_sends() {
     check(|| {
-        let hub: Hub<u32, u64> = Hub::new();
-        let mut stable = hub.receiver();
+        let (hub, mut stable) = with_receiver(Hub::new());
         let h2 = hub.clone();
         let churn = thread::spawn(move || {
             for _ in 0..3 {
@@ -204,20 +207,12 @@ fn receiver_churn_during_sends() {
                 drop(rx);
             }
         });
-        let senders: Vec<_> = [0u32, 10]
-            .into_iter()
-            .map(|base| {
-                let tx = hub.sender();
-                thread::spawn(move || {
-                    for k in base..base + 3 {
-                        tx.send(k, 1).unwrap();
-                    }
-                })
-            })
-            .collect();
-        for h in senders {
-            h.join().unwrap();
-        }
+        let senders = spawn_each(&hub, Hub::sender, [0u32, 10], |tx, base| {
+            for k in base..base + 3 {
+                tx.send(k, 1).unwrap();
+            }
+        });
+        join_all(senders);
         churn.join().unwrap();
         drop(hub);
         let keys: Vec<u32> = consume_all(&mut stable).into_iter().map(|e| e.0).collect();
@@ -233,15 +228,10 @@ fn receiver_churn_during_sends() {
 fn hub_close_races_senders_and_consumers() {
     check(|| {
         let hub: Hub<u32, u64> = Hub::new();
-        let consumers: Vec<_> = (0..2)
-            .map(|_| {
-                let mut rx = hub.receiver();
-                thread::spawn(move || {
-                    let _ = consume_all(&mut rx);
-                    assert!(rx.is_closed());
-                })
-            })
-            .collect();
+        let consumers = spawn_each(&hub, Hub::receiver, 0..2, |mut rx, _| {
+            let _ = consume_all(&mut rx);
+            assert!(rx.is_closed());
+        });
         let tx = hub.sender();
         let sender = thread::spawn(move || {
             for k in 0..3 {
@@ -251,9 +241,7 @@ fn hub_close_races_senders_and_consumers() {
         });
         hub.close();
         let tx = sender.join().unwrap();
-        for c in consumers {
-            c.join().unwrap();
-        }
+        join_all(consumers);
         assert!(tx.send(9, 9).is_err());
         assert_eq!(hub.receiver().try_recv(), Err(TryRecvError::Closed));
     });
@@ -309,42 +297,28 @@ fn panicking_merge_leaves_bus_usable() {
 fn recv_woken_by_data_without_close() {
     check(|| {
         let hub: Hub<u32, u64> = Hub::new();
-        let consumers: Vec<_> = (0..2)
-            .map(|c| {
-                let mut rx = hub.receiver();
-                thread::spawn(move || {
-                    let mut keys = BTreeSet::new();
-                    let mut turn = 0;
-                    while keys.len() < 4 {
-                        turn += 1;
-                        if c == 1 && turn % 2 == 0 {
-                            for e in rx.try_recv_all().unwrap_or_default() {
-                                assert!(keys.insert(e.key), "key {} delivered twice", e.key);
-                            }
-                            continue;
-                        }
-                        let e = rx.recv().expect("nothing closes this hub");
+        let consumers = spawn_each(&hub, Hub::receiver, 0..2, |mut rx, c| {
+            let mut keys = BTreeSet::new();
+            let mut turn = 0;
+            while keys.len() < 4 {
+                turn += 1;
+                if c == 1 && turn % 2 == 0 {
+                    for e in rx.try_recv_all().unwrap_or_default() {
                         assert!(keys.insert(e.key), "key {} delivered twice", e.key);
                     }
-                    keys
-                })
-            })
-            .collect();
-        let senders: Vec<_> = [0u32, 10]
-            .into_iter()
-            .map(|base| {
-                let tx = hub.sender();
-                thread::spawn(move || {
-                    tx.send(base, 1).unwrap();
-                    tx.send(base + 1, 1).unwrap();
-                })
-            })
-            .collect();
-        for h in senders {
-            h.join().unwrap();
-        }
-        for c in consumers {
-            let keys = c.join().unwrap();
+                    continue;
+                }
+                let e = rx.recv().expect("nothing closes this hub");
+                assert!(keys.insert(e.key), "key {} delivered twice", e.key);
+            }
+            keys
+        });
+        let senders = spawn_each(&hub, Hub::sender, [0u32, 10], |tx, base| {
+            tx.send(base, 1).unwrap();
+            tx.send(base + 1, 1).unwrap();
+        });
+        join_all(senders);
+        for keys in join_all(consumers) {
             assert_eq!(keys, [0, 1, 10, 11].into_iter().collect());
         }
         // Only now may the hub go (its drop closes the send side).

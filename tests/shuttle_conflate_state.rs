@@ -9,14 +9,29 @@
 
 use keybus::conflate::{Hub, Receiver};
 use keybus::TryRecvError;
+use keybus_test_support::harness;
 use shuttle::thread;
 use std::collections::BTreeMap;
 
 fn iterations() -> usize {
-    std::env::var("KEYBUS_SHUTTLE_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000)
+    harness::env_usize("KEYBUS_SHUTTLE_ITERS").unwrap_or(10_000)
+}
+
+/// Two sender threads over keys `0..keys`: sender `t` sends each key once,
+/// starting at key `t`, the `i`th send with value `value(i)`.
+fn two_senders(
+    hub: &Hub<u32, i64>,
+    keys: u32,
+    value: fn(u32) -> i64,
+) -> [thread::JoinHandle<()>; 2] {
+    [0, 1].map(|t| {
+        let tx = hub.sender();
+        thread::spawn(move || {
+            for i in 0..keys {
+                tx.send((i + t) % keys, value(i)).unwrap();
+            }
+        })
+    })
 }
 
 fn assert_conserved(rx: &Receiver<u32, i64>) {
@@ -39,16 +54,7 @@ fn snapshot_registrations_race_several_senders() {
                 .merge(|p: i64, n: i64| Some(p + n))
                 .retain_latest()
                 .build();
-            let senders: Vec<_> = (0..2u32)
-                .map(|t| {
-                    let tx = hub.sender();
-                    thread::spawn(move || {
-                        for i in 0..3u32 {
-                            tx.send((i + t) % 3, 1).unwrap();
-                        }
-                    })
-                })
-                .collect();
+            let senders = two_senders(&hub, 3, |_| 1);
             let registrar = {
                 let hub = hub.clone();
                 thread::spawn(move || {
@@ -103,17 +109,7 @@ fn stats_reads_race_senders_and_a_consumer() {
                 .key_filter(|k: &u32| *k != 3)
                 .max_pending(2)
                 .build();
-            let senders: Vec<_> = (0..2u32)
-                .map(|t| {
-                    let tx = hub.sender();
-                    thread::spawn(move || {
-                        for i in 0..4u32 {
-                            let v = if i % 2 == 0 { 1 } else { -1 };
-                            tx.send((i + t) % 4, v).unwrap();
-                        }
-                    })
-                })
-                .collect();
+            let senders = two_senders(&hub, 4, |i| if i % 2 == 0 { 1 } else { -1 });
             let consumer = thread::spawn(move || {
                 let mut taken = 0u64;
                 for _ in 0..4 {

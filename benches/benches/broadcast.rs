@@ -28,6 +28,7 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 
+#[macro_use]
 #[path = "../support/common.rs"]
 mod common;
 
@@ -66,11 +67,7 @@ fn readers(c: &mut Criterion) {
         g.throughput(Throughput::Elements(BATCH * n as u64));
         for imp in BROADCAST_IMPLS {
             g.bench_with_input(BenchmarkId::new(imp.name, n), &n, |b, &n| {
-                b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| (imp.readers)(n, BATCH).elapsed)
-                        .sum::<Duration>()
-                })
+                b.iter_custom(|iters| sum_of_runs(iters, || (imp.readers)(n, BATCH).elapsed))
             });
         }
     }
@@ -88,9 +85,7 @@ fn slow_reader(c: &mut Criterion) {
         if imp.runs_slow_reader() {
             g.bench_function(imp.name, |b| {
                 b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| (imp.slow_reader)(BATCH, SLOW_WORK).elapsed)
-                        .sum::<Duration>()
+                    sum_of_runs(iters, || (imp.slow_reader)(BATCH, SLOW_WORK).elapsed)
                 })
             });
         }
@@ -134,11 +129,7 @@ criterion_group!(
 );
 
 fn main() {
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
-    if std::env::args().any(|a| a == "--list" || a == "--test") {
+    if !run_criterion(benches) {
         return;
     }
     // Not criterion measurements: what the readers got, one run each.

@@ -27,6 +27,7 @@
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::time::Duration;
 
+#[macro_use]
 #[path = "../support/common.rs"]
 mod common;
 
@@ -60,9 +61,7 @@ fn threaded(c: &mut Criterion, name: &str, senders: u64, receivers: u64, keys: u
         if imp.runs_keys(keys) {
             g.bench_function(imp.name, |b| {
                 b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| (imp.fan_out)(senders, receivers, keys, batch))
-                        .sum::<Duration>()
+                    sum_of_runs(iters, || (imp.fan_out)(senders, receivers, keys, batch))
                 })
             });
         }
@@ -100,34 +99,41 @@ fn drain(c: &mut Criterion) {
     g.finish();
 }
 
-fn registration(c: &mut Criterion) {
-    let mut g = c.benchmark_group("conflate/register_drop");
+/// A scenario timing `iters` operations with one parameter: `(param, iters)`.
+type OpsFn = fn(u64, u64) -> Duration;
+
+/// A group of keybus and the baseline only (the peers have no such operation),
+/// one op per iteration: `scenario(imp)(n, iters)` for each `n` of `inputs`.
+fn keybus_and_baseline(
+    c: &mut Criterion,
+    group: &str,
+    inputs: [u64; 3],
+    scenario: fn(&ConflateImpl) -> OpsFn,
+) {
+    let mut g = c.benchmark_group(group);
     g.sampling_mode(SamplingMode::Flat).sample_size(10);
     g.throughput(Throughput::Elements(1));
-    for standing in [10u64, 1_000, 10_000] {
+    for input in inputs {
         for imp in CONFLATE_IMPLS.iter().filter(|i| i.role != Role::Peer) {
-            g.bench_with_input(BenchmarkId::new(imp.name, standing), &standing, |b, &n| {
-                b.iter_custom(|iters| (imp.register_drop)(n, iters))
+            let f = scenario(imp);
+            g.bench_with_input(BenchmarkId::new(imp.name, input), &input, |b, &n| {
+                b.iter_custom(|iters| f(n, iters))
             });
         }
     }
     g.finish();
 }
 
+fn registration(c: &mut Criterion) {
+    keybus_and_baseline(c, "conflate/register_drop", [10, 1_000, 10_000], |imp| {
+        imp.register_drop
+    });
+}
+
 fn coalescing_send(c: &mut Criterion) {
-    let mut g = c.benchmark_group("conflate/coalescing_send");
-    g.sampling_mode(SamplingMode::Flat).sample_size(10);
-    g.throughput(Throughput::Elements(1));
-    for receivers in [1u64, 4, 1_000] {
-        for imp in CONFLATE_IMPLS.iter().filter(|i| i.role != Role::Peer) {
-            g.bench_with_input(
-                BenchmarkId::new(imp.name, receivers),
-                &receivers,
-                |b, &n| b.iter_custom(|iters| (imp.coalescing_send)(n, iters)),
-            );
-        }
-    }
-    g.finish();
+    keybus_and_baseline(c, "conflate/coalescing_send", [1, 4, 1_000], |imp| {
+        imp.coalescing_send
+    });
 }
 
 criterion_group!(
@@ -140,12 +146,9 @@ criterion_group!(
 );
 
 fn main() {
-    benches();
-    criterion::Criterion::default()
-        .configure_from_args()
-        .final_summary();
-    // Not a criterion measurement: percentiles of individual send latencies.
-    if std::env::args().any(|a| a == "--list" || a == "--test") {
+    // After criterion, not a criterion measurement: percentiles of individual
+    // send latencies.
+    if !run_criterion(benches) {
         return;
     }
     println!("\nconflate/publisher latency while a receiver cuts a 100,000-key backlog");

@@ -1,26 +1,30 @@
-//! Every broadcast implementation the benchmarks run, behind one small surface
-//! so that `broadcast_scenarios!` expands over each of them unchanged:
+//! Every broadcast implementation the benchmarks run, behind one small surface,
+//! the [`Ring`] and [`RingReader`] traits, so that `broadcast_scenarios!` expands
+//! over each of them unchanged:
 //!
 //! ```text
-//! Writer::new(capacity)    writer.reader() -> Reader (starts at the tail)
-//! writer.append(sample)    writer.close()  (readers drain, then see Closed)
-//! reader.next() -> Next    (blocking: Value, Gap, Closed)
+//! Ring::with_capacity(capacity)  ring.attach() -> Reader (starts at the tail)
+//! ring.publish(sample)           ring.shut()  (readers drain, then see Closed)
+//! reader.next_sample() -> Next   (blocking: Value, Gap, Closed)
 //! ```
 //!
-//! - `keybus` / `baseline`: `keybus::broadcast` and `keybus::baseline::broadcast`
-//!   (one macro, [`keybus_adapter!`]).
-//! - [`tokio_broadcast`]: `tokio::sync::broadcast`, same capacity, same value.
-//! - [`async_broadcast`]: `async-broadcast` in overflow mode (drop oldest, so the
+//! (Names of their own, so that an implementation's inherent methods of the same
+//! name never stand in for them.)
+//!
+//! - `keybus::broadcast::Buffer` / `keybus::baseline::broadcast::Buffer` (one
+//!   macro, [`keybus_ring!`]).
+//! - [`tokio::sync::broadcast`], same capacity, same value.
+//! - [`AsyncBroadcast`]: `async-broadcast` in overflow mode (drop oldest, so the
 //!   writer never waits, like keybus).
-//! - [`bus`]: the `bus` crate. Lossless with back-pressure: a full reader makes
+//! - [`bus::Bus`](::bus::Bus): lossless with back-pressure: a full reader makes
 //!   the writer wait. It therefore cannot take part with idle or slow readers.
-//! - [`crossbeam`]: one bounded `crossbeam-channel` per reader, the writer
+//! - [`Crossbeam`]: one bounded `crossbeam-channel` per reader, the writer
 //!   sending to each; when a reader's channel is full the writer drops that
 //!   reader's oldest value (it keeps a receiver clone) so it never waits. A lower
 //!   bound on hand-off cost: nothing is shared between readers, and a reader is
 //!   not told what it lost (the scenarios count losses from sequence numbers).
 //!
-//! `CAPS` on each module says what it takes part in.
+//! `Ring::CAPS` says what each takes part in.
 
 #![allow(dead_code)]
 
@@ -50,86 +54,98 @@ pub struct Caps {
     pub idle_readers: bool,
 }
 
-/// Adapts `keybus::broadcast` or `keybus::baseline::broadcast` (same API).
-macro_rules! keybus_adapter {
-    ($name:ident, $($m:tt)::+) => {
-        pub mod $name {
-            use super::{Caps, Next, Sample};
-            use $($m)::+ as imp;
+/// The writer side of one implementation.
+pub trait Ring: Send + Sized + 'static {
+    type Reader: RingReader + Send + 'static;
+    /// What it takes part in.
+    const CAPS: Caps = Caps { idle_readers: true };
+    fn with_capacity(capacity: usize) -> Self;
+    /// A reader starting at the tail.
+    fn attach(&mut self) -> Self::Reader;
+    fn publish(&mut self, v: Sample);
+    /// Closes the ring: readers drain, then see `Closed` (by default: dropping
+    /// the writer does that).
+    fn shut(self) {}
+}
 
-            pub const CAPS: Caps = Caps { idle_readers: true };
+/// The reader side of one implementation.
+pub trait RingReader {
+    /// Blocks until a value, a gap report, or the end.
+    fn next_sample(&mut self) -> Next;
+}
 
-            pub struct Writer(imp::Buffer<Sample>);
-            pub struct Reader(imp::Reader<Sample>);
+/// A read that knows no gaps: a value, or closed.
+fn lossless<E>(read: Result<Sample, E>) -> Next {
+    match read {
+        Ok(v) => Next::Value(v),
+        Err(_) => Next::Closed,
+    }
+}
 
-            impl Writer {
-                pub fn new(capacity: usize) -> Self {
-                    Writer(imp::Buffer::new(capacity))
-                }
-                pub fn reader(&mut self) -> Reader {
-                    Reader(self.0.reader())
-                }
-                #[inline]
-                pub fn append(&mut self, v: Sample) {
-                    self.0.append(v).unwrap();
-                }
-                pub fn close(self) {
-                    self.0.close();
-                }
+/// `keybus::broadcast` or `keybus::baseline::broadcast` (same API).
+macro_rules! keybus_ring {
+    ($($m:tt)::+) => {
+        impl Ring for $($m)::+::Buffer<Sample> {
+            type Reader = $($m)::+::Reader<Sample>;
+
+            fn with_capacity(capacity: usize) -> Self {
+                Self::new(capacity)
             }
+            fn attach(&mut self) -> Self::Reader {
+                self.reader()
+            }
+            #[inline]
+            fn publish(&mut self, v: Sample) {
+                self.append(v).unwrap();
+            }
+            fn shut(self) {
+                self.close();
+            }
+        }
 
-            impl Reader {
-                #[inline]
-                pub fn next(&mut self) -> Next {
-                    match self.0.next() {
-                        Ok(e) => Next::Value(e.value),
-                        Err(imp::ReadError::Gap { .. }) => Next::Gap,
-                        Err(imp::ReadError::Closed) => Next::Closed,
-                        Err(e) => panic!("unexpected {e:?}"),
-                    }
+        impl RingReader for $($m)::+::Reader<Sample> {
+            #[inline]
+            fn next_sample(&mut self) -> Next {
+                match self.next() {
+                    Ok(e) => Next::Value(e.value),
+                    Err($($m)::+::ReadError::Gap { .. }) => Next::Gap,
+                    Err($($m)::+::ReadError::Closed) => Next::Closed,
+                    Err(e) => panic!("unexpected {e:?}"),
                 }
             }
         }
     };
 }
 
-keybus_adapter!(keybus_broadcast, keybus::broadcast);
-keybus_adapter!(baseline_broadcast, keybus::baseline::broadcast);
+keybus_ring!(keybus::broadcast);
+keybus_ring!(keybus::baseline::broadcast);
 
 /// `tokio::sync::broadcast`. With no subscriber, `send` stores nothing and
 /// answers an error (ignored), so "append, no readers" is tokio's early-out, not
 /// a retained append.
-pub mod tokio_broadcast {
-    use super::{Caps, Next, Sample};
-    use tokio::sync::broadcast;
+impl Ring for tokio::sync::broadcast::Sender<Sample> {
+    type Reader = tokio::sync::broadcast::Receiver<Sample>;
 
-    pub const CAPS: Caps = Caps { idle_readers: true };
-
-    pub struct Writer(broadcast::Sender<Sample>);
-    pub struct Reader(broadcast::Receiver<Sample>);
-
-    impl Writer {
-        pub fn new(capacity: usize) -> Self {
-            Writer(broadcast::Sender::new(capacity))
-        }
-        pub fn reader(&mut self) -> Reader {
-            Reader(self.0.subscribe())
-        }
-        #[inline]
-        pub fn append(&mut self, v: Sample) {
-            let _ = self.0.send(v);
-        }
-        pub fn close(self) {}
+    fn with_capacity(capacity: usize) -> Self {
+        Self::new(capacity)
     }
+    fn attach(&mut self) -> Self::Reader {
+        self.subscribe()
+    }
+    #[inline]
+    fn publish(&mut self, v: Sample) {
+        let _ = self.send(v);
+    }
+}
 
-    impl Reader {
-        #[inline]
-        pub fn next(&mut self) -> Next {
-            match self.0.blocking_recv() {
-                Ok(v) => Next::Value(v),
-                Err(broadcast::error::RecvError::Lagged(_)) => Next::Gap,
-                Err(broadcast::error::RecvError::Closed) => Next::Closed,
-            }
+impl RingReader for tokio::sync::broadcast::Receiver<Sample> {
+    #[inline]
+    fn next_sample(&mut self) -> Next {
+        use tokio::sync::broadcast::error::RecvError;
+        match self.blocking_recv() {
+            Ok(v) => Next::Value(v),
+            Err(RecvError::Lagged(_)) => Next::Gap,
+            Err(RecvError::Closed) => Next::Closed,
         }
     }
 }
@@ -137,48 +153,42 @@ pub mod tokio_broadcast {
 /// `async-broadcast` in overflow mode (drop oldest) with `await_active` off; an
 /// inactive receiver keeps the channel open. With no active receiver,
 /// `try_broadcast` stores nothing and answers `Inactive` (ignored), like tokio.
-pub mod async_broadcast {
-    use super::{Caps, Next, Sample};
-    use ::async_broadcast as ab;
+pub struct AsyncBroadcast {
+    tx: async_broadcast::Sender<Sample>,
+    keep_open: async_broadcast::InactiveReceiver<Sample>,
+}
 
-    pub const CAPS: Caps = Caps { idle_readers: true };
+impl Ring for AsyncBroadcast {
+    type Reader = async_broadcast::Receiver<Sample>;
 
-    pub struct Writer {
-        tx: ab::Sender<Sample>,
-        keep_open: ab::InactiveReceiver<Sample>,
-    }
-    pub struct Reader(ab::Receiver<Sample>);
-
-    impl Writer {
-        pub fn new(capacity: usize) -> Self {
-            let (mut tx, rx) = ab::broadcast(capacity);
-            tx.set_overflow(true);
-            tx.set_await_active(false);
-            Writer {
-                tx,
-                keep_open: rx.deactivate(),
-            }
-        }
-        pub fn reader(&mut self) -> Reader {
-            Reader(self.keep_open.activate_cloned())
-        }
-        #[inline]
-        pub fn append(&mut self, v: Sample) {
-            let _ = self.tx.try_broadcast(v);
-        }
-        pub fn close(self) {
-            self.tx.close();
+    fn with_capacity(capacity: usize) -> Self {
+        let (mut tx, rx) = async_broadcast::broadcast(capacity);
+        tx.set_overflow(true);
+        tx.set_await_active(false);
+        AsyncBroadcast {
+            tx,
+            keep_open: rx.deactivate(),
         }
     }
+    fn attach(&mut self) -> Self::Reader {
+        self.keep_open.activate_cloned()
+    }
+    #[inline]
+    fn publish(&mut self, v: Sample) {
+        let _ = self.tx.try_broadcast(v);
+    }
+    fn shut(self) {
+        self.tx.close();
+    }
+}
 
-    impl Reader {
-        #[inline]
-        pub fn next(&mut self) -> Next {
-            match self.0.recv_blocking() {
-                Ok(v) => Next::Value(v),
-                Err(ab::RecvError::Overflowed(_)) => Next::Gap,
-                Err(ab::RecvError::Closed) => Next::Closed,
-            }
+impl RingReader for async_broadcast::Receiver<Sample> {
+    #[inline]
+    fn next_sample(&mut self) -> Next {
+        match self.recv_blocking() {
+            Ok(v) => Next::Value(v),
+            Err(async_broadcast::RecvError::Overflowed(_)) => Next::Gap,
+            Err(async_broadcast::RecvError::Closed) => Next::Closed,
         }
     }
 }
@@ -187,95 +197,79 @@ pub mod async_broadcast {
 /// `CAPS.idle_readers` is false: with a reader that does not read, the writer
 /// blocks once the ring is full (there is no drop-oldest mode), so it runs only
 /// "append, no readers" and the reader-throughput scenarios.
-pub mod bus {
-    use super::{Caps, Next, Sample};
-
-    pub const CAPS: Caps = Caps {
+impl Ring for ::bus::Bus<Sample> {
+    type Reader = ::bus::BusReader<Sample>;
+    const CAPS: Caps = Caps {
         idle_readers: false,
     };
 
-    pub struct Writer(::bus::Bus<Sample>);
-    pub struct Reader(::bus::BusReader<Sample>);
-
-    impl Writer {
-        pub fn new(capacity: usize) -> Self {
-            Writer(::bus::Bus::new(capacity))
-        }
-        pub fn reader(&mut self) -> Reader {
-            Reader(self.0.add_rx())
-        }
-        #[inline]
-        pub fn append(&mut self, v: Sample) {
-            self.0.broadcast(v);
-        }
-        pub fn close(self) {}
+    fn with_capacity(capacity: usize) -> Self {
+        Self::new(capacity)
     }
+    fn attach(&mut self) -> Self::Reader {
+        self.add_rx()
+    }
+    #[inline]
+    fn publish(&mut self, v: Sample) {
+        self.broadcast(v);
+    }
+}
 
-    impl Reader {
-        #[inline]
-        pub fn next(&mut self) -> Next {
-            match self.0.recv() {
-                Ok(v) => Next::Value(v),
-                Err(_) => Next::Closed,
-            }
-        }
+impl RingReader for ::bus::BusReader<Sample> {
+    #[inline]
+    fn next_sample(&mut self) -> Next {
+        lossless(self.recv())
     }
 }
 
 /// One bounded `crossbeam-channel` per reader; on a full channel the writer
 /// drops that reader's oldest value and retries, so it never waits. The reader
 /// is not told about the loss (no `Gap`); the scenarios recount it.
-pub mod crossbeam {
-    use super::{Caps, Next, Sample};
-    use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+pub struct Crossbeam {
+    capacity: usize,
+    /// Each reader's sender, and a receiver clone to drop its oldest value.
+    outs: Vec<(
+        crossbeam_channel::Sender<Sample>,
+        crossbeam_channel::Receiver<Sample>,
+    )>,
+}
 
-    pub const CAPS: Caps = Caps { idle_readers: true };
+impl Ring for Crossbeam {
+    type Reader = crossbeam_channel::Receiver<Sample>;
 
-    pub struct Writer {
-        capacity: usize,
-        /// Each reader's sender, and a receiver clone to drop its oldest value.
-        outs: Vec<(Sender<Sample>, Receiver<Sample>)>,
+    fn with_capacity(capacity: usize) -> Self {
+        Crossbeam {
+            capacity,
+            outs: Vec::new(),
+        }
     }
-    pub struct Reader(Receiver<Sample>);
-
-    impl Writer {
-        pub fn new(capacity: usize) -> Self {
-            Writer {
-                capacity,
-                outs: Vec::new(),
-            }
-        }
-        pub fn reader(&mut self) -> Reader {
-            let (tx, rx) = bounded(self.capacity);
-            self.outs.push((tx, rx.clone()));
-            Reader(rx)
-        }
-        #[inline]
-        pub fn append(&mut self, v: Sample) {
-            for (tx, oldest) in &self.outs {
-                let mut v = v;
-                loop {
-                    match tx.try_send(v) {
-                        Ok(()) => break,
-                        Err(TrySendError::Full(back)) => {
-                            let _ = oldest.try_recv();
-                            v = back;
-                        }
-                        Err(TrySendError::Disconnected(_)) => break,
+    fn attach(&mut self) -> Self::Reader {
+        let (tx, rx) = crossbeam_channel::bounded(self.capacity);
+        self.outs.push((tx, rx.clone()));
+        rx
+    }
+    #[inline]
+    fn publish(&mut self, v: Sample) {
+        use crossbeam_channel::TrySendError;
+        for (tx, oldest) in &self.outs {
+            let mut v = v;
+            loop {
+                match tx.try_send(v) {
+                    Ok(()) => break,
+                    Err(TrySendError::Full(back)) => {
+                        let _ = oldest.try_recv();
+                        v = back;
                     }
+                    Err(TrySendError::Disconnected(_)) => break,
                 }
             }
         }
-        pub fn close(self) {}
     }
+}
 
-    impl Reader {
-        #[inline]
-        pub fn next(&mut self) -> Next {
-            match self.0.recv() {
-                Ok(v) => Next::Value(v),
-                Err(_) => Next::Closed,
-            }
-        }
+impl RingReader for crossbeam_channel::Receiver<Sample> {
+    #[inline]
+    fn next_sample(&mut self) -> Next {
+        lossless(self.recv())
     }
 }

@@ -1,5 +1,5 @@
 //! The broadcast benchmark scenarios, written once and expanded per
-//! implementation by `broadcast_scenarios!` over the adapters of
+//! implementation by `broadcast_scenarios!` over the [`Ring`]s of
 //! `broadcast_peers.rs` (`keybus::broadcast`, `keybus::baseline::broadcast`,
 //! tokio broadcast, async-broadcast, bus, crossbeam-channel). Shared by
 //! `benches/benches/broadcast.rs` (criterion) and `benches/src/bin/bench-report.rs`.
@@ -37,9 +37,8 @@ pub use super::common::*;
 
 /// The implementations, behind one surface.
 #[path = "broadcast_peers.rs"]
-#[macro_use]
 pub mod peers;
-pub use peers::{sample, Caps, Next};
+pub use peers::{sample, AsyncBroadcast, Caps, Crossbeam, Next, Ring, RingReader, Sample};
 
 /// Ring capacity in every scenario but the slow reader.
 pub const CAPACITY: usize = 1024;
@@ -107,29 +106,28 @@ pub fn spin_work(iters: u64) {
     std::hint::black_box(x);
 }
 
-/// Expands the scenarios for one adapter module of `peers`.
+/// Expands the scenarios for one [`Ring`] of `peers`.
 macro_rules! broadcast_scenarios {
-    ($name:ident, $($m:tt)::+) => {
+    ($name:ident, $ring:ty) => {
         pub mod $name {
             use super::*;
-            use $($m)::+ as imp;
             use std::time::{Duration, Instant};
 
+            /// The writer.
+            type W = $ring;
+            /// Its reader.
+            type R = <W as Ring>::Reader;
+
             /// What this implementation takes part in.
-            pub const CAPS: Caps = imp::CAPS;
+            pub const CAPS: Caps = W::CAPS;
 
             /// Reads until closed; counts deliveries, losses and gap reports, and
             /// publishes its progress to `progress`.
-            fn drain(
-                mut r: imp::Reader,
-                last: u64,
-                work: u64,
-                progress: Option<&Progress>,
-            ) -> Outcome {
+            fn drain(mut r: R, last: u64, work: u64, progress: Option<&Progress>) -> Outcome {
                 let mut out = Outcome::default();
                 let mut seen = 0u64;
                 loop {
-                    match r.next() {
+                    match r.next_sample() {
                         Next::Value(v) => {
                             out.delivered += 1;
                             out.lost += v[0] - seen - 1;
@@ -149,23 +147,36 @@ macro_rules! broadcast_scenarios {
                 out
             }
 
-            /// `appends` appends on a full ring with `readers` readers attached
-            /// that never read.
-            pub fn append(readers: usize, appends: u64) -> Duration {
-                let mut w = imp::Writer::new(CAPACITY);
-                let idle: Vec<_> = (0..readers).map(|_| w.reader()).collect();
+            /// A ring of [`CAPACITY`] with `readers` readers attached, then
+            /// filled (untimed): the writer, the readers, the last sequence
+            /// number appended.
+            fn full_ring(readers: usize) -> (W, Vec<R>, u64) {
+                let mut w = W::with_capacity(CAPACITY);
+                let rs: Vec<_> = (0..readers).map(|_| w.attach()).collect();
                 let mut seq = 0;
                 for _ in 0..CAPACITY {
                     seq += 1;
-                    w.append(sample(seq));
+                    w.publish(sample(seq));
                 }
+                (w, rs, seq)
+            }
+
+            /// Times `appends` appends after sequence number `seq`.
+            fn timed_appends(w: &mut W, mut seq: u64, appends: u64) -> Duration {
                 let start = Instant::now();
                 for _ in 0..appends {
                     seq += 1;
-                    w.append(std::hint::black_box(sample(seq)));
+                    w.publish(std::hint::black_box(sample(seq)));
                 }
-                let elapsed = start.elapsed();
-                w.close();
+                start.elapsed()
+            }
+
+            /// `appends` appends on a full ring with `readers` readers attached
+            /// that never read.
+            pub fn append(readers: usize, appends: u64) -> Duration {
+                let (mut w, idle, seq) = full_ring(readers);
+                let elapsed = timed_appends(&mut w, seq, appends);
+                w.shut();
                 drop(idle);
                 elapsed
             }
@@ -175,22 +186,22 @@ macro_rules! broadcast_scenarios {
             /// then exited. Nothing of theirs is left but what the
             /// implementation keeps process-wide.
             pub fn append_after_threads(threads: usize, appends: u64) -> Duration {
-                let mut other = imp::Writer::new(16);
-                let rs: Vec<_> = (0..threads).map(|_| other.reader()).collect();
-                other.append(sample(1));
+                let mut other = W::with_capacity(16);
+                let rs: Vec<_> = (0..threads).map(|_| other.attach()).collect();
+                other.publish(sample(1));
                 let all_reading = std::sync::Barrier::new(threads);
                 std::thread::scope(|s| {
                     for mut r in rs {
                         let all_reading = &all_reading;
                         s.spawn(move || {
                             all_reading.wait();
-                            assert!(matches!(r.next(), Next::Value(_)));
+                            assert!(matches!(r.next_sample(), Next::Value(_)));
                             // Every thread is alive while every other reads.
                             all_reading.wait();
                         });
                     }
                 });
-                other.close();
+                other.shut();
                 append(0, appends)
             }
 
@@ -198,42 +209,31 @@ macro_rules! broadcast_scenarios {
             /// each hold a reader of it and have read one value through it.
             /// Only the appends are timed; the threads park on a barrier meanwhile.
             pub fn append_live_reader_threads(threads: usize, appends: u64) -> Duration {
-                let mut w = imp::Writer::new(CAPACITY);
-                let rs: Vec<_> = (0..threads).map(|_| w.reader()).collect();
-                let mut seq = 0;
-                for _ in 0..CAPACITY {
-                    seq += 1;
-                    w.append(sample(seq));
-                }
+                let (mut w, rs, seq) = full_ring(threads);
                 let gate = std::sync::Barrier::new(threads + 1);
                 let elapsed = std::thread::scope(|s| {
                     for mut r in rs {
                         let gate = &gate;
                         s.spawn(move || {
-                            assert!(matches!(r.next(), Next::Value(_)));
+                            assert!(matches!(r.next_sample(), Next::Value(_)));
                             gate.wait(); // every thread has read and is alive
                             gate.wait(); // the appends are done
                             drop(r);
                         });
                     }
                     gate.wait();
-                    let start = Instant::now();
-                    for _ in 0..appends {
-                        seq += 1;
-                        w.append(std::hint::black_box(sample(seq)));
-                    }
-                    let elapsed = start.elapsed();
+                    let elapsed = timed_appends(&mut w, seq, appends);
                     gate.wait();
                     elapsed
                 });
-                w.close();
+                w.shut();
                 elapsed
             }
 
             /// One paced writer, `n_readers` reading threads, `appends` values.
             pub fn readers(n_readers: usize, appends: u64) -> Outcome {
-                let mut w = imp::Writer::new(CAPACITY);
-                let rs: Vec<_> = (0..n_readers).map(|_| w.reader()).collect();
+                let mut w = W::with_capacity(CAPACITY);
+                let rs: Vec<_> = (0..n_readers).map(|_| w.attach()).collect();
                 let progress: Vec<Progress> = (0..n_readers).map(|_| Progress::default()).collect();
                 let results = std::sync::Mutex::new(Vec::new());
                 let consumers = rs
@@ -254,9 +254,9 @@ macro_rules! broadcast_scenarios {
                         if seq > floor + WINDOW {
                             floor = wait_for_readers(progress, seq);
                         }
-                        w.append(sample(seq));
+                        w.publish(sample(seq));
                     }
-                    w.close();
+                    w.shut();
                 }) as Box<dyn FnOnce() + Send + '_>;
                 let elapsed = timed_run(vec![producer], consumers, || {});
                 let mut out = Outcome {
@@ -275,16 +275,16 @@ macro_rules! broadcast_scenarios {
             /// spins `work` steps per value. `elapsed` is the writer's time alone.
             /// Not run where `CAPS.idle_readers` is false (the writer would wait).
             pub fn slow_reader(appends: u64, work: u64) -> Outcome {
-                let mut w = imp::Writer::new(SLOW_CAPACITY);
-                let r = w.reader();
+                let mut w = W::with_capacity(SLOW_CAPACITY);
+                let r = w.attach();
                 std::thread::scope(|s| {
                     let reader = s.spawn(move || drain(r, appends, work, None));
                     let start = Instant::now();
                     for seq in 1..=appends {
-                        w.append(std::hint::black_box(sample(seq)));
+                        w.publish(std::hint::black_box(sample(seq)));
                     }
                     let elapsed = start.elapsed();
-                    w.close();
+                    w.shut();
                     Outcome {
                         elapsed,
                         ..reader.join().unwrap()
@@ -293,14 +293,6 @@ macro_rules! broadcast_scenarios {
             }
         }
     };
-}
-
-/// Which side of the comparison an implementation is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Keybus,
-    Baseline,
-    Peer,
 }
 
 /// One implementation's scenarios, as plain function pointers.
@@ -332,32 +324,26 @@ impl BroadcastImpl {
 /// in `BROADCAST_IMPLS` (keybus first, then the baseline, then the peers).
 macro_rules! broadcast_suite {
     () => {
-        broadcast_scenarios!(keybus_impl, peers::keybus_broadcast);
-        broadcast_scenarios!(baseline_impl, peers::baseline_broadcast);
-        broadcast_scenarios!(tokio_impl, peers::tokio_broadcast);
-        broadcast_scenarios!(async_broadcast_impl, peers::async_broadcast);
-        broadcast_scenarios!(bus_impl, peers::bus);
-        broadcast_scenarios!(crossbeam_impl, peers::crossbeam);
+        broadcast_scenarios!(keybus_impl, keybus::broadcast::Buffer<Sample>);
+        broadcast_scenarios!(baseline_impl, keybus::baseline::broadcast::Buffer<Sample>);
+        broadcast_scenarios!(tokio_impl, tokio::sync::broadcast::Sender<Sample>);
+        broadcast_scenarios!(async_broadcast_impl, AsyncBroadcast);
+        broadcast_scenarios!(bus_impl, ::bus::Bus<Sample>);
+        broadcast_scenarios!(crossbeam_impl, Crossbeam);
 
-        pub const BROADCAST_IMPLS: [BroadcastImpl; 6] = [
-    broadcast_suite!(@impl "keybus", Role::Keybus, keybus_impl),
-    broadcast_suite!(@impl "baseline", Role::Baseline, baseline_impl),
-    broadcast_suite!(@impl "tokio", Role::Peer, tokio_impl),
-    broadcast_suite!(@impl "async-broadcast", Role::Peer, async_broadcast_impl),
-    broadcast_suite!(@impl "bus", Role::Peer, bus_impl),
-    broadcast_suite!(@impl "crossbeam", Role::Peer, crossbeam_impl),
-        ];
-    };
-    (@impl $label:literal, $role:expr, $m:ident) => {
-        BroadcastImpl {
-            name: $label,
-            role: $role,
-            caps: $m::CAPS,
-            append: $m::append,
-            append_after_threads: $m::append_after_threads,
-            append_live_reader_threads: $m::append_live_reader_threads,
-            readers: $m::readers,
-            slow_reader: $m::slow_reader,
-        }
+        pub const BROADCAST_IMPLS: [BroadcastImpl; 6] = impl_table!(BroadcastImpl {
+            append,
+            append_after_threads,
+            append_live_reader_threads,
+            readers,
+            slow_reader,
+        }:
+            "keybus" => Keybus, keybus_impl;
+            "baseline" => Baseline, baseline_impl;
+            "tokio" => Peer, tokio_impl;
+            "async-broadcast" => Peer, async_broadcast_impl;
+            "bus" => Peer, bus_impl;
+            "crossbeam" => Peer, crossbeam_impl;
+        );
     };
 }

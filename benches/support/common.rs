@@ -1,10 +1,38 @@
-//! Helpers shared by the conflate and broadcast scenarios: latency percentiles,
-//! splitting work over threads, and one barrier-started timed run.
+//! Helpers shared by the conflate and broadcast scenarios: which side of the
+//! comparison an implementation is on and the table of them, latency
+//! percentiles, splitting work over threads, one barrier-started timed run, and
+//! the criterion drivers' common steps.
 
 #![allow(dead_code)]
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+
+/// Which side of the comparison an implementation is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Keybus,
+    Baseline,
+    Peer,
+}
+
+/// The table of implementations of one bus: `impl_table!(Impl { f, g, .. }:
+/// "name" => Role, module; ..)` is `[Impl { name, role, caps: module::CAPS,
+/// f: module::f, g: module::g, .. }, ..]`, where each `module` is one expansion
+/// of the bus's scenarios.
+macro_rules! impl_table {
+    ($impl:ident $fields:tt: $($label:literal => $role:ident, $m:ident;)+) => {
+        [$(impl_table!(@one $impl $fields $label, $role, $m)),+]
+    };
+    (@one $impl:ident { $($f:ident),+ $(,)? } $label:literal, $role:ident, $m:ident) => {
+        $impl {
+            name: $label,
+            role: Role::$role,
+            caps: $m::CAPS,
+            $($f: $m::$f),+
+        }
+    };
+}
 
 /// Percentiles of publisher send latency, in nanoseconds.
 #[derive(Debug, Clone, Copy)]
@@ -80,4 +108,21 @@ pub fn timed_run<'a>(
             .expect("at least one thread");
         end - start
     })
+}
+
+/// The total of `iters` runs of `run`, each timing itself (criterion's
+/// `iter_custom` for scenarios that measure one whole run at a time).
+pub fn sum_of_runs(iters: u64, mut run: impl FnMut() -> Duration) -> Duration {
+    (0..iters).map(|_| run()).sum()
+}
+
+/// Runs a criterion group and its summary; `false` when criterion only lists or
+/// smoke-tests the benchmarks (`--list`, `--test`), so a driver prints nothing
+/// more.
+pub fn run_criterion(group: fn()) -> bool {
+    group();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+    !std::env::args().any(|a| a == "--list" || a == "--test")
 }

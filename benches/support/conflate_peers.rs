@@ -49,21 +49,99 @@ pub struct Event<K, V> {
     pub sends: u64,
 }
 
-/// Counts the hub and sender handles: the last one to go closes the send side
-/// (`on_close` runs once), as dropping every `keybus` hub and sender does.
+/// The hub and sender handles of a peer (`mutex_map`, `tokio_watch`), written
+/// once: the last of them to go closes the send side (and runs
+/// `OnClose::on_close`, once), as dropping every `keybus` hub and sender does.
+/// Receivers hold the [`Shared`](handles::Shared) state without counting.
 mod handles {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::ops::Deref;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
 
-    #[derive(Debug, Default)]
-    pub struct Handles(AtomicUsize);
+    /// What a peer does when its send side closes, besides setting the flag.
+    pub trait OnClose {
+        fn on_close(&self) {}
+    }
 
-    impl Handles {
-        pub fn acquire(&self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
+    /// A peer's state `S`, the count of its hub and sender handles, and
+    /// whether its send side is closed.
+    pub struct Shared<S> {
+        state: S,
+        handles: AtomicUsize,
+        closed: AtomicBool,
+    }
+
+    impl<S> Shared<S> {
+        /// Acquire: pairs with the close's Release, so a receiver that sees the
+        /// send side closed then sees every send.
+        pub fn is_closed(&self) -> bool {
+            self.closed.load(Ordering::Acquire)
         }
-        /// `true` for the last handle.
-        pub fn release(&self) -> bool {
-            self.0.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    impl<S> Deref for Shared<S> {
+        type Target = S;
+        fn deref(&self) -> &S {
+            &self.state
+        }
+    }
+
+    /// One counted hold on the shared state.
+    struct Handle<S: OnClose>(Arc<Shared<S>>);
+
+    impl<S: OnClose> Handle<S> {
+        fn acquire(shared: &Arc<Shared<S>>) -> Self {
+            shared.handles.fetch_add(1, Ordering::Relaxed);
+            Handle(shared.clone())
+        }
+    }
+
+    impl<S: OnClose> Drop for Handle<S> {
+        fn drop(&mut self) {
+            if self.0.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.0.closed.store(true, Ordering::Release);
+                self.0.state.on_close();
+            }
+        }
+    }
+
+    /// A peer's hub; the peer adds `new` and `receiver`.
+    pub struct Hub<S: OnClose>(Handle<S>);
+
+    /// A peer's sender; the peer adds `send`.
+    pub struct Sender<S: OnClose>(Handle<S>);
+
+    impl<S: OnClose> Hub<S> {
+        pub fn with_state(state: S) -> Self {
+            let shared = Arc::new(Shared {
+                state,
+                handles: AtomicUsize::new(0),
+                closed: AtomicBool::new(false),
+            });
+            Hub(Handle::acquire(&shared))
+        }
+
+        pub fn sender(&self) -> Sender<S> {
+            Sender(Handle::acquire(&self.0 .0))
+        }
+
+        /// The shared state, uncounted (for a receiver).
+        pub fn shared(&self) -> Arc<Shared<S>> {
+            self.0 .0.clone()
+        }
+    }
+
+    impl<S: OnClose> Deref for Hub<S> {
+        type Target = Shared<S>;
+        fn deref(&self) -> &Shared<S> {
+            &self.0 .0
+        }
+    }
+
+    impl<S: OnClose> Deref for Sender<S> {
+        type Target = Shared<S>;
+        fn deref(&self) -> &Shared<S> {
+            &self.0 .0
         }
     }
 }
@@ -75,7 +153,7 @@ mod handles {
 /// queue under the receiver's lock, so a publisher waits for the size of the
 /// backlog. std's `HashMap` with its default SipHash hasher, as users write it.
 pub mod mutex_map {
-    use super::handles::Handles;
+    use super::handles::{self, OnClose, Shared};
     pub use super::Event;
     use super::{Caps, Hash};
     use keybus::{RecvError, SendError, TryRecvError};
@@ -95,55 +173,33 @@ pub mod mutex_map {
         ready: Condvar,
     }
 
-    struct Shared<K, V> {
+    pub struct State<K, V> {
         receivers: RwLock<Vec<Arc<Rx<K, V>>>>,
-        handles: Handles,
-        closed: std::sync::atomic::AtomicBool,
     }
 
-    impl<K, V> Shared<K, V> {
-        fn release(&self) {
-            if self.handles.release() {
-                self.closed
-                    .store(true, std::sync::atomic::Ordering::Release);
-                for rx in self.receivers.read().unwrap().iter() {
-                    rx.pending.lock().unwrap().closed = true;
-                    rx.ready.notify_all();
-                }
+    impl<K, V> OnClose for State<K, V> {
+        fn on_close(&self) {
+            for rx in self.receivers.read().unwrap().iter() {
+                rx.pending.lock().unwrap().closed = true;
+                rx.ready.notify_all();
             }
         }
     }
 
-    pub struct Hub<K, V> {
-        shared: Arc<Shared<K, V>>,
-    }
-
-    pub struct Sender<K, V> {
-        shared: Arc<Shared<K, V>>,
-    }
+    pub type Hub<K, V> = handles::Hub<State<K, V>>;
+    pub type Sender<K, V> = handles::Sender<State<K, V>>;
 
     pub struct Receiver<K, V> {
         rx: Arc<Rx<K, V>>,
-        shared: Arc<Shared<K, V>>,
+        shared: Arc<Shared<State<K, V>>>,
     }
 
     impl<K: Hash + Eq + Clone, V: Clone> Hub<K, V> {
         #[allow(clippy::new_without_default)]
         pub fn new() -> Self {
-            let shared = Arc::new(Shared {
+            Hub::with_state(State {
                 receivers: RwLock::new(Vec::new()),
-                handles: Handles::default(),
-                closed: Default::default(),
-            });
-            shared.handles.acquire();
-            Hub { shared }
-        }
-
-        pub fn sender(&self) -> Sender<K, V> {
-            self.shared.handles.acquire();
-            Sender {
-                shared: self.shared.clone(),
-            }
+            })
         }
 
         pub fn receiver(&self) -> Receiver<K, V> {
@@ -155,29 +211,17 @@ pub mod mutex_map {
                 }),
                 ready: Condvar::new(),
             });
-            self.shared.receivers.write().unwrap().push(rx.clone());
+            self.receivers.write().unwrap().push(rx.clone());
             Receiver {
                 rx,
-                shared: self.shared.clone(),
+                shared: self.shared(),
             }
-        }
-    }
-
-    impl<K, V> Drop for Hub<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
-        }
-    }
-
-    impl<K, V> Drop for Sender<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
         }
     }
 
     impl<K: Hash + Eq + Clone, V: Clone> Sender<K, V> {
         pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-            let receivers = self.shared.receivers.read().unwrap();
+            let receivers = self.receivers.read().unwrap();
             for rx in receivers.iter() {
                 let mut p = rx.pending.lock().unwrap();
                 let p = &mut *p;
@@ -279,12 +323,12 @@ pub mod mutex_map {
 ///   time, so it would time channel creation under the registry write lock, not
 ///   a cut; watch has no cut).
 pub mod tokio_watch {
-    use super::handles::Handles;
+    use super::handles::{self, OnClose, Shared};
     pub use super::Event;
     use super::{Caps, Hash};
     use keybus::{RecvError, SendError, TryRecvError};
     use std::collections::HashMap;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, RwLock};
     use tokio::sync::watch;
 
@@ -299,33 +343,20 @@ pub mod tokio_watch {
         channels: Vec<(K, watch::Sender<Option<V>>)>,
     }
 
-    struct Shared<K, V> {
+    pub struct State<K, V> {
         registry: RwLock<Registry<K, V>>,
         /// `registry.channels.len()`, for receivers to notice new keys cheaply.
         channels: AtomicUsize,
-        handles: Handles,
-        closed: AtomicBool,
     }
 
-    impl<K, V> Shared<K, V> {
-        fn release(&self) {
-            if self.handles.release() {
-                // Release: a receiver that sees it then sees every send.
-                self.closed.store(true, Ordering::Release);
-            }
-        }
-    }
+    /// Closing only sets the flag; receivers poll it.
+    impl<K, V> OnClose for State<K, V> {}
 
-    pub struct Hub<K, V> {
-        shared: Arc<Shared<K, V>>,
-    }
-
-    pub struct Sender<K, V> {
-        shared: Arc<Shared<K, V>>,
-    }
+    pub type Hub<K, V> = handles::Hub<State<K, V>>;
+    pub type Sender<K, V> = handles::Sender<State<K, V>>;
 
     pub struct Receiver<K, V> {
-        shared: Arc<Shared<K, V>>,
+        shared: Arc<Shared<State<K, V>>>,
         subs: Vec<(K, watch::Receiver<Option<V>>)>,
         next: usize,
     }
@@ -333,29 +364,18 @@ pub mod tokio_watch {
     impl<K: Hash + Eq + Clone, V: Clone> Hub<K, V> {
         #[allow(clippy::new_without_default)]
         pub fn new() -> Self {
-            let shared = Arc::new(Shared {
+            Hub::with_state(State {
                 registry: RwLock::new(Registry {
                     index: HashMap::new(),
                     channels: Vec::new(),
                 }),
                 channels: AtomicUsize::new(0),
-                handles: Handles::default(),
-                closed: AtomicBool::new(false),
-            });
-            shared.handles.acquire();
-            Hub { shared }
-        }
-
-        pub fn sender(&self) -> Sender<K, V> {
-            self.shared.handles.acquire();
-            Sender {
-                shared: self.shared.clone(),
-            }
+            })
         }
 
         pub fn receiver(&self) -> Receiver<K, V> {
             let mut rx = Receiver {
-                shared: self.shared.clone(),
+                shared: self.shared(),
                 subs: Vec::new(),
                 next: 0,
             };
@@ -364,28 +384,16 @@ pub mod tokio_watch {
         }
     }
 
-    impl<K, V> Drop for Hub<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
-        }
-    }
-
-    impl<K, V> Drop for Sender<K, V> {
-        fn drop(&mut self) {
-            self.shared.release();
-        }
-    }
-
     impl<K: Hash + Eq + Clone, V: Clone> Sender<K, V> {
         pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
             {
-                let reg = self.shared.registry.read().unwrap();
+                let reg = self.registry.read().unwrap();
                 if let Some(&i) = reg.index.get(&key) {
                     reg.channels[i].1.send_replace(Some(value));
                     return Ok(());
                 }
             }
-            let mut reg = self.shared.registry.write().unwrap();
+            let mut reg = self.registry.write().unwrap();
             match reg.index.get(&key) {
                 Some(&i) => {
                     reg.channels[i].1.send_replace(Some(value));
@@ -395,7 +403,7 @@ pub mod tokio_watch {
                     reg.channels
                         .push((key.clone(), watch::Sender::new(Some(value))));
                     reg.index.insert(key, i);
-                    self.shared.channels.store(i + 1, Ordering::Release);
+                    self.channels.store(i + 1, Ordering::Release);
                 }
             }
             Ok(())
@@ -442,7 +450,7 @@ pub mod tokio_watch {
         pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
             let mut idle = 0u32;
             loop {
-                let closed = self.shared.closed.load(Ordering::Acquire);
+                let closed = self.shared.is_closed();
                 if let Some(e) = self.scan_one() {
                     return Ok(e);
                 }
@@ -459,7 +467,7 @@ pub mod tokio_watch {
         }
 
         pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-            let closed = self.shared.closed.load(Ordering::Acquire);
+            let closed = self.shared.is_closed();
             match self.scan_one() {
                 Some(e) => Ok(e),
                 None if closed => Err(TryRecvError::Closed),
@@ -469,7 +477,7 @@ pub mod tokio_watch {
 
         /// Every changed key, in one scan (not one instant).
         pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-            let closed = self.shared.closed.load(Ordering::Acquire);
+            let closed = self.shared.is_closed();
             self.subscribe_new();
             let mut batch = Vec::new();
             for (key, rx) in &mut self.subs {

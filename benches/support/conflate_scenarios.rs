@@ -271,14 +271,6 @@ macro_rules! retain_scenarios {
     };
 }
 
-/// Which side of the comparison an implementation is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Keybus,
-    Baseline,
-    Peer,
-}
-
 /// One implementation's scenarios, as plain function pointers.
 #[derive(Clone, Copy)]
 pub struct ConflateImpl {
@@ -330,26 +322,20 @@ macro_rules! conflate_suite {
             caps = peers::tokio_broadcast::CAPS
         );
 
-        pub const CONFLATE_IMPLS: [ConflateImpl; 5] = [
-    conflate_suite!(@impl "keybus", Role::Keybus, keybus_impl),
-    conflate_suite!(@impl "baseline", Role::Baseline, baseline_impl),
-    conflate_suite!(@impl "mutex-map", Role::Peer, mutex_map_impl),
-    conflate_suite!(@impl "tokio-watch", Role::Peer, watch_impl),
-    conflate_suite!(@impl "tokio-broadcast", Role::Peer, tokio_broadcast_impl),
-        ];
-    };
-    (@impl $label:literal, $role:expr, $m:ident) => {
-        ConflateImpl {
-            name: $label,
-            role: $role,
-            caps: $m::CAPS,
-            no_receiver: $m::no_receiver,
-            fan_out: $m::fan_out,
-            fan_out_counted: $m::fan_out_counted,
-            drain_cost: $m::drain_cost,
-            cut_latency: $m::cut_latency,
-            register_drop: $m::register_drop,
-            coalescing_send: $m::coalescing_send,
-        }
+        pub const CONFLATE_IMPLS: [ConflateImpl; 5] = impl_table!(ConflateImpl {
+            no_receiver,
+            fan_out,
+            fan_out_counted,
+            drain_cost,
+            cut_latency,
+            register_drop,
+            coalescing_send,
+        }:
+            "keybus" => Keybus, keybus_impl;
+            "baseline" => Baseline, baseline_impl;
+            "mutex-map" => Peer, mutex_map_impl;
+            "tokio-watch" => Peer, watch_impl;
+            "tokio-broadcast" => Peer, tokio_broadcast_impl;
+        );
     };
 }

@@ -72,7 +72,7 @@
 //!   them statistically.
 #![cfg(loom)]
 
-use keybus::broadcast::{AppendError, Buffer, ReadError};
+use keybus::broadcast::{AppendError, Buffer, Entry, ReadError, Reader};
 use loom::thread;
 // `std`'s `Arc`, not loom's: a loom `Arc` clone inside `T::clone` is itself a
 // synchronizing operation and would hide a missing Release on the reader's unpin
@@ -112,92 +112,171 @@ fn value(revision: u64) -> String {
     format!("rev-{revision}")
 }
 
-#[test]
-fn read_vs_overwrite_of_the_same_slot() {
-    loom::model(|| {
-        // Capacity 1 = two slots: revision 3 rewrites revision 1's slot.
-        let buf = Buffer::new(1);
-        buf.append(value(1)).unwrap();
-        let writer = {
-            let buf = buf.clone();
-            thread::spawn(move || {
-                assert_eq!(buf.append(value(2)).unwrap(), 2);
-                assert_eq!(buf.append(value(3)).unwrap(), 3);
+/// `entry` is revision `revision`, holding `value(revision)`.
+fn assert_entry(entry: &Entry<String>, revision: u64) {
+    assert_eq!((entry.revision, &entry.value), (revision, &value(revision)));
+}
+
+/// A ring of `capacity` holding `value(1)` to `value(revisions)`, appended
+/// before any other thread starts.
+fn ring<T>(capacity: usize, revisions: u64, value: impl Fn(u64) -> T) -> Buffer<T>
+where
+    T: Clone + Send + Sync + 'static,
+{
+    let buf = Buffer::new(capacity);
+    for revision in 1..=revisions {
+        buf.append(value(revision)).unwrap();
+    }
+    buf
+}
+
+/// Runs `f` on a thread of its own, which owns `handle` (a clone of the
+/// buffer, a reader).
+fn spawn_with<H, R>(handle: H, f: impl FnOnce(H) -> R + Send + 'static) -> thread::JoinHandle<R>
+where
+    H: Send + 'static,
+    R: Send + 'static,
+{
+    thread::spawn(move || f(handle))
+}
+
+/// An appender's thread: it answers its revision and its value.
+type Appender = thread::JoinHandle<(u64, &'static str)>;
+
+/// An empty ring of capacity 2 and two appenders to it, of the values `"a"` and
+/// `"b"`; each answers its revision and its value.
+fn two_appenders() -> (Buffer<String>, Vec<Appender>) {
+    let buf = Buffer::new(2);
+    let appenders = ["a", "b"]
+        .into_iter()
+        .map(|name| {
+            spawn_with(buf.clone(), move |buf| {
+                (buf.append(name.to_string()).unwrap(), name)
             })
-        };
-        match buf.try_read(0, 1) {
-            Ok(page) => {
-                assert_eq!(page.len(), 1);
-                assert_eq!(page[0].revision, 1);
-                assert_eq!(page[0].value, value(1));
-            }
-            Err(ReadError::Gap { after: 0, oldest }) => assert!((2..=3).contains(&oldest)),
-            Err(e) => panic!("unexpected {e:?}"),
-        }
-        let latest = buf.latest().unwrap();
-        assert_eq!(latest.value, value(latest.revision));
-        let mut reader = buf.reader_at(1);
-        match reader.try_next() {
-            Ok(e) => assert_eq!(e.value, value(e.revision)),
-            Err(ReadError::Empty) => assert_eq!(reader.cursor(), 1),
-            Err(ReadError::Gap {
-                after: 1,
-                oldest: 3,
-            }) => assert_eq!(reader.cursor(), 2),
-            Err(e) => panic!("unexpected {e:?}"),
-        }
+        })
+        .collect();
+    (buf, appenders)
+}
+
+/// Joins [`two_appenders`]: their (revision, value), by revision, which must be
+/// unique and gap-free from 1.
+fn join_appenders(appenders: Vec<Appender>) -> Vec<(u64, &'static str)> {
+    let mut results: Vec<_> = appenders.into_iter().map(|h| h.join().unwrap()).collect();
+    results.sort();
+    assert_eq!(results.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2]);
+    results
+}
+
+/// The model of a ring of `capacity` holding `value(1)` to `value(revisions)`,
+/// `writer` on a thread of its own racing `reader` on this one; the writer is
+/// joined after the reader is done. What `reader` returns (the `Reader` it
+/// used, if any) is dropped after the join, as a local of the model would be:
+/// a reader's drop is a step of its own that loom would otherwise interleave
+/// with the writer.
+fn race<R: 'static>(
+    capacity: usize,
+    revisions: u64,
+    writer: fn(Buffer<String>),
+    reader: fn(&Buffer<String>) -> R,
+) {
+    loom::model(move || {
+        let buf = ring(capacity, revisions, value);
+        let writer = spawn_with(buf.clone(), writer);
+        let _kept = reader(&buf);
         writer.join().unwrap();
     });
 }
 
+/// Blocking reads until `Closed`; every entry read.
+fn read_until_closed<T: Clone + Send + Sync + 'static>(reader: &mut Reader<T>) -> Vec<Entry<T>> {
+    let mut read = Vec::new();
+    loop {
+        match reader.next() {
+            Ok(e) => read.push(e),
+            Err(ReadError::Closed) => return read,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+}
+
 #[test]
-fn batch_read_races_eviction() {
-    loom::model(|| {
-        let buf = Buffer::new(2);
-        buf.append(value(1)).unwrap();
-        buf.append(value(2)).unwrap();
-        let writer = {
-            let buf = buf.clone();
-            thread::spawn(move || {
-                for revision in 3..=5 {
-                    assert_eq!(buf.append(value(revision)).unwrap(), revision);
-                }
-            })
-        };
-        let mut after = 0;
-        for _ in 0..2 {
-            match buf.try_read(after, 2) {
+fn read_vs_overwrite_of_the_same_slot() {
+    // Capacity 1 = two slots: revision 3 rewrites revision 1's slot.
+    race(
+        1,
+        1,
+        |buf| {
+            assert_eq!(buf.append(value(2)).unwrap(), 2);
+            assert_eq!(buf.append(value(3)).unwrap(), 3);
+        },
+        |buf| {
+            match buf.try_read(0, 1) {
                 Ok(page) => {
-                    assert!(!page.is_empty() && page.len() <= 2);
-                    for (i, e) in page.iter().enumerate() {
-                        assert_eq!(e.revision, after + 1 + i as u64);
-                        assert_eq!(e.value, value(e.revision));
-                    }
-                    after = page.last().unwrap().revision;
+                    assert_eq!(page.len(), 1);
+                    assert_eq!(page[0].revision, 1);
+                    assert_eq!(page[0].value, value(1));
                 }
-                Err(ReadError::Gap { after: a, oldest }) => {
-                    assert_eq!(a, after);
-                    assert!(oldest > after + 1 && oldest <= 4);
-                    after = oldest - 1;
-                }
-                Err(ReadError::Empty) => {}
+                Err(ReadError::Gap { after: 0, oldest }) => assert!((2..=3).contains(&oldest)),
                 Err(e) => panic!("unexpected {e:?}"),
             }
-        }
-        writer.join().unwrap();
-    });
+            let latest = buf.latest().unwrap();
+            assert_eq!(latest.value, value(latest.revision));
+            let mut reader = buf.reader_at(1);
+            match reader.try_next() {
+                Ok(e) => assert_eq!(e.value, value(e.revision)),
+                Err(ReadError::Empty) => assert_eq!(reader.cursor(), 1),
+                Err(ReadError::Gap {
+                    after: 1,
+                    oldest: 3,
+                }) => assert_eq!(reader.cursor(), 2),
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+            reader
+        },
+    );
+}
+
+#[test]
+fn batch_read_races_eviction() {
+    race(
+        2,
+        2,
+        |buf| {
+            for revision in 3..=5 {
+                assert_eq!(buf.append(value(revision)).unwrap(), revision);
+            }
+        },
+        |buf| {
+            let mut after = 0;
+            for _ in 0..2 {
+                match buf.try_read(after, 2) {
+                    Ok(page) => {
+                        assert!(!page.is_empty() && page.len() <= 2);
+                        for (i, e) in page.iter().enumerate() {
+                            assert_eq!(e.revision, after + 1 + i as u64);
+                            assert_eq!(e.value, value(e.revision));
+                        }
+                        after = page.last().unwrap().revision;
+                    }
+                    Err(ReadError::Gap { after: a, oldest }) => {
+                        assert_eq!(a, after);
+                        assert!(oldest > after + 1 && oldest <= 4);
+                        after = oldest - 1;
+                    }
+                    Err(ReadError::Empty) => {}
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+        },
+    );
 }
 
 #[test]
 fn gap_boundary_while_an_append_evicts() {
     loom::model(|| {
         // Capacity 1: appending 2 moves the oldest retained revision a from 1 to 2.
-        let buf = Buffer::new(1);
-        buf.append(value(1)).unwrap();
-        let writer = {
-            let buf = buf.clone();
-            thread::spawn(move || buf.append(value(2)).unwrap())
-        };
+        let buf = ring(1, 1, value);
+        let writer = spawn_with(buf.clone(), move |buf| buf.append(value(2)).unwrap());
         // Cursor 1 is a - 1 after the append: never a gap.
         match buf.try_read(1, 4) {
             Ok(page) => {
@@ -210,7 +289,7 @@ fn gap_boundary_while_an_append_evicts() {
         // Cursor 0 is a - 1 before the append and a - 2 after it.
         let mut reader = buf.reader_at(0);
         match reader.try_next() {
-            Ok(e) => assert_eq!((e.revision, e.value), (1, value(1))),
+            Ok(e) => assert_entry(&e, 1),
             Err(ReadError::Gap {
                 after: 0,
                 oldest: 2,
@@ -234,59 +313,41 @@ fn gap_boundary_while_an_append_evicts() {
 
 #[test]
 fn close_vs_draining_read() {
-    loom::model(|| {
-        let buf = Buffer::new(2);
-        buf.append(value(1)).unwrap();
-        let writer = {
-            let buf = buf.clone();
-            thread::spawn(move || {
-                buf.append(value(2)).unwrap();
-                buf.close();
-                assert_eq!(buf.append(value(3)), Err(AppendError(value(3))));
-            })
-        };
-        let mut reader = buf.reader_at(0);
-        let mut drained = Vec::new();
-        loop {
-            match reader.next() {
-                Ok(e) => {
-                    assert_eq!(e.value, value(e.revision));
-                    drained.push(e.revision);
-                }
-                Err(ReadError::Closed) => break,
-                Err(e) => panic!("unexpected {e:?}"),
+    race(
+        2,
+        1,
+        |buf| {
+            buf.append(value(2)).unwrap();
+            buf.close();
+            assert_eq!(buf.append(value(3)), Err(AppendError(value(3))));
+        },
+        |buf| {
+            let mut reader = buf.reader_at(0);
+            let drained = read_until_closed(&mut reader);
+            for e in &drained {
+                assert_eq!(e.value, value(e.revision));
             }
-        }
-        assert_eq!(drained, [1, 2]);
-        writer.join().unwrap();
-    });
+            assert_eq!(
+                drained.iter().map(|e| e.revision).collect::<Vec<_>>(),
+                [1, 2]
+            );
+            reader
+        },
+    );
 }
 
 #[test]
 fn close_racing_append() {
     loom::model(|| {
         let buf = Buffer::new(2);
-        let appender = {
-            let buf = buf.clone();
-            thread::spawn(move || buf.append(value(1)).is_ok())
-        };
-        let closer = {
-            let buf = buf.clone();
-            thread::spawn(move || buf.close())
-        };
-        let mut drained = Vec::new();
+        let appender = spawn_with(buf.clone(), move |buf| buf.append(value(1)).is_ok());
+        let closer = spawn_with(buf.clone(), move |buf| buf.close());
         let mut reader = buf.reader_at(0);
-        loop {
-            match reader.next() {
-                Ok(e) => drained.push(e.revision),
-                Err(ReadError::Closed) => break,
-                Err(e) => panic!("unexpected {e:?}"),
-            }
-        }
+        let drained = read_until_closed(&mut reader);
         let appended = appender.join().unwrap();
         closer.join().unwrap();
         if appended {
-            assert_eq!(drained, [1]);
+            assert_eq!(drained.iter().map(|e| e.revision).collect::<Vec<_>>(), [1]);
         } else {
             assert!(drained.is_empty());
             assert_eq!(buf.tail(), 0);
@@ -298,13 +359,9 @@ fn close_racing_append() {
 fn park_vs_wake() {
     loom::model(|| {
         let buf = Buffer::new(1);
-        let reader = {
-            let buf = buf.clone();
-            thread::spawn(move || buf.read(0, 1))
-        };
+        let reader = spawn_with(buf.clone(), move |buf| buf.read(0, 1));
         buf.append(value(1)).unwrap();
-        let page = reader.join().unwrap().unwrap();
-        assert_eq!(page[0].value, value(1));
+        assert_entry(&reader.join().unwrap().unwrap()[0], 1);
     });
 }
 
@@ -312,27 +369,18 @@ fn park_vs_wake() {
 fn park_vs_wake_async() {
     loom::model(|| {
         let buf = Buffer::new(1);
-        let reader = {
-            let mut reader = buf.reader();
-            thread::spawn(move || loom::future::block_on(reader.next_async()))
-        };
+        let reader = spawn_with(buf.reader(), |mut reader| {
+            loom::future::block_on(reader.next_async())
+        });
         buf.append(value(1)).unwrap();
-        let entry = reader.join().unwrap().unwrap();
-        assert_eq!((entry.revision, entry.value), (1, value(1)));
+        assert_entry(&reader.join().unwrap().unwrap(), 1);
     });
 }
 
 #[test]
 fn two_concurrent_appenders() {
     loom::model(|| {
-        let buf = Buffer::new(2);
-        let appenders: Vec<_> = ["a", "b"]
-            .into_iter()
-            .map(|name| {
-                let buf = buf.clone();
-                thread::spawn(move || (buf.append(name.to_string()).unwrap(), name))
-            })
-            .collect();
+        let (buf, appenders) = two_appenders();
         // A concurrent reader: whatever it sees is a gap-free prefix from 1.
         let seen = match buf.try_read(0, 2) {
             Ok(page) => page,
@@ -342,10 +390,7 @@ fn two_concurrent_appenders() {
         for (i, e) in seen.iter().enumerate() {
             assert_eq!(e.revision, i as u64 + 1);
         }
-        let mut results: Vec<(u64, &str)> =
-            appenders.into_iter().map(|h| h.join().unwrap()).collect();
-        results.sort();
-        assert_eq!(results.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2]);
+        let results = join_appenders(appenders);
         for e in seen.iter().chain(&buf.retained()) {
             assert_eq!(e.value, results[e.revision as usize - 1].1);
         }
@@ -360,18 +405,14 @@ fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
         // Capacity 1 = two slots. Append 3 evicts revision 1's node; append 4
         // recycles it (or, if the reader has it pinned, holds it back and
         // allocates); append 5 re-checks the held node and recycles another.
-        let buf = Buffer::new(1);
-        buf.append(counted(1, &tokens)).unwrap();
+        let buf = ring(1, 1, |r| counted(r, &tokens));
         let values: Vec<_> = (2..=5).map(|r| counted(r, &tokens)).collect();
-        let writer = {
-            let buf = buf.clone();
-            thread::spawn(move || {
-                for v in values {
-                    let revision = v.revision;
-                    assert_eq!(buf.append(v).unwrap(), revision);
-                }
-            })
-        };
+        let writer = spawn_with(buf.clone(), move |buf| {
+            for v in values {
+                let revision = v.revision;
+                assert_eq!(buf.append(v).unwrap(), revision);
+            }
+        });
         let got = buf.try_read(0, 1);
         match &got {
             Ok(page) => assert_eq!((page[0].revision, page[0].value.revision), (1, 1)),
@@ -390,26 +431,18 @@ fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
 fn two_readers_pin_while_the_writer_recycles() {
     loom::model(|| {
         let tokens = tokens(5);
-        let buf = Buffer::new(1);
-        buf.append(counted(1, &tokens)).unwrap();
-        buf.append(counted(2, &tokens)).unwrap();
-        let reader = {
-            let buf = buf.clone();
-            thread::spawn(move || match buf.try_read(0, 1) {
-                Ok(page) => assert_eq!(page[0].value.revision, 1),
-                Err(ReadError::Gap { after: 0, .. }) => {}
-                Err(e) => panic!("unexpected {e:?}"),
-            })
-        };
+        let buf = ring(1, 2, |r| counted(r, &tokens));
+        let reader = spawn_with(buf.clone(), move |buf| match buf.try_read(0, 1) {
+            Ok(page) => assert_eq!(page[0].value.revision, 1),
+            Err(ReadError::Gap { after: 0, .. }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        });
         let values: Vec<_> = (3..=4).map(|r| counted(r, &tokens)).collect();
-        let writer = {
-            let buf = buf.clone();
-            thread::spawn(move || {
-                for v in values {
-                    buf.append(v).unwrap();
-                }
-            })
-        };
+        let writer = spawn_with(buf.clone(), move |buf| {
+            for v in values {
+                buf.append(v).unwrap();
+            }
+        });
         match buf.try_read(1, 1) {
             Ok(page) => assert_eq!(page[0].value.revision, 2),
             Err(ReadError::Gap { after: 1, .. }) => {}
@@ -432,23 +465,15 @@ fn two_parked_readers_vs_two_appends() {
         // either see 2 on its last look or have re-armed so the swap of 2
         // notifies. A lost wake-up is a deadlock, which loom reports.
         let buf = Buffer::new(2);
-        let a = {
-            let buf = buf.clone();
-            thread::spawn(move || buf.read(0, 1))
-        };
-        let b = {
-            let mut reader = buf.reader_at(0);
-            thread::spawn(move || {
-                assert_eq!(reader.next().unwrap().revision, 1);
-                reader.next()
-            })
-        };
+        let a = spawn_with(buf.clone(), move |buf| buf.read(0, 1));
+        let b = spawn_with(buf.reader_at(0), |mut reader| {
+            assert_eq!(reader.next().unwrap().revision, 1);
+            reader.next()
+        });
         buf.append(value(1)).unwrap();
         buf.append(value(2)).unwrap();
-        let page = a.join().unwrap().unwrap();
-        assert_eq!((page[0].revision, &page[0].value), (1, &value(1)));
-        let entry = b.join().unwrap().unwrap();
-        assert_eq!((entry.revision, entry.value), (2, value(2)));
+        assert_entry(&a.join().unwrap().unwrap()[0], 1);
+        assert_entry(&b.join().unwrap().unwrap(), 2);
     });
 }
 
@@ -457,20 +482,11 @@ fn parked_reader_vs_two_contending_appenders() {
     loom::model(|| {
         // Two appenders contend for the lock bit (one waits for the other,
         // never for the reader); the reader parks until revision 2 exists.
-        let buf = Buffer::new(2);
-        let appenders: Vec<_> = ["a", "b"]
-            .into_iter()
-            .map(|name| {
-                let buf = buf.clone();
-                thread::spawn(move || buf.append(name.to_string()).unwrap())
-            })
-            .collect();
+        let (buf, appenders) = two_appenders();
         let mut reader = buf.reader_at(0);
         assert_eq!(reader.next().unwrap().revision, 1);
         assert_eq!(reader.next().unwrap().revision, 2);
-        let mut revisions: Vec<u64> = appenders.into_iter().map(|h| h.join().unwrap()).collect();
-        revisions.sort();
-        assert_eq!(revisions, [1, 2]);
+        join_appenders(appenders);
     });
 }
 
@@ -493,10 +509,7 @@ fn a_panic_under_the_writer_lock_releases_it() {
         // close spin forever.
         let buf = Buffer::new(2);
         buf.append(Touchy("one")).unwrap();
-        let other = {
-            let buf = buf.clone();
-            thread::spawn(move || buf.append(Touchy("two")).unwrap())
-        };
+        let other = spawn_with(buf.clone(), move |buf| buf.append(Touchy("two")).unwrap());
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             buf.append_if_changed(Touchy("boom"))
         }));

@@ -21,7 +21,7 @@
 //! and deadlines (loom has no clock).
 #![cfg(loom)]
 
-use keybus::conflate::Hub;
+use keybus::conflate::{Hub, Receiver, Sender};
 use keybus::TryRecvError;
 use loom::thread;
 
@@ -34,13 +34,39 @@ fn two_shard_keys() -> (u32, u32) {
     (a, b)
 }
 
+/// `hub` with one receiver, then one sender, registered before any other
+/// thread starts.
+fn with_rx_tx<V: Clone + Send + 'static>(
+    hub: Hub<u32, V>,
+) -> (Hub<u32, V>, Receiver<u32, V>, Sender<u32, V>) {
+    let rx = hub.receiver();
+    let tx = hub.sender();
+    (hub, rx, tx)
+}
+
 /// Everything left after all threads joined, until `Closed` or `Empty`.
-fn drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
+fn drain(rx: &mut Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
     let mut out = Vec::new();
     while let Ok(e) = rx.try_recv() {
         out.push((e.key, e.value, e.sends));
     }
     out
+}
+
+/// Blocking receives until `Closed`.
+fn recv_until_closed(rx: &mut Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.recv() {
+        out.push((e.key, e.value, e.sends));
+    }
+    out
+}
+
+/// One cut (`try_recv_all`); empty when there is nothing.
+fn cut(rx: &mut Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
+    rx.try_recv_all()
+        .map(|b| b.into_iter().map(|e| (e.key, e.value, e.sends)).collect())
+        .unwrap_or_default()
 }
 
 /// docs/design.md, "Close versus send": `Sender::close` racing `send`, with the receiver
@@ -49,17 +75,12 @@ fn drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u32, u64)> 
 #[test]
 fn close_vs_send_exactly_one_outcome() {
     loom::model(|| {
-        let hub: Hub<u32, u32> = Hub::new();
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         let closer = hub.sender();
         drop(hub);
         let sender = thread::spawn(move || tx.send(7, 1).is_ok());
         let close = thread::spawn(move || closer.close());
-        let mut got = Vec::new();
-        while let Ok(e) = rx.recv() {
-            got.push((e.key, e.value, e.sends));
-        }
+        let got = recv_until_closed(&mut rx);
         let ok = sender.join().unwrap();
         close.join().unwrap();
         if ok {
@@ -80,9 +101,7 @@ fn close_vs_send_exactly_one_outcome() {
 fn cut_is_one_instant_across_shards() {
     loom::model(|| {
         let (a, b) = two_shard_keys();
-        let hub: Hub<u32, u32> = Hub::new();
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (_hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         let sender = thread::spawn(move || {
             tx.send(a, 1).unwrap();
             tx.send(b, 1).unwrap();
@@ -90,15 +109,9 @@ fn cut_is_one_instant_across_shards() {
         });
         // Without this, loom explores the cut mostly before the sends.
         thread::yield_now();
-        let first: Vec<(u32, u32, u64)> = rx
-            .try_recv_all()
-            .map(|b| b.into_iter().map(|e| (e.key, e.value, e.sends)).collect())
-            .unwrap_or_default();
+        let first = cut(&mut rx);
         sender.join().unwrap();
-        let rest: Vec<(u32, u32, u64)> = rx
-            .try_recv_all()
-            .map(|b| b.into_iter().map(|e| (e.key, e.value, e.sends)).collect())
-            .unwrap_or_default();
+        let rest = cut(&mut rx);
         // The batch states that are some instant of the send sequence.
         let instants: [&[(u32, u32, u64)]; 4] = [
             &[],
@@ -124,9 +137,7 @@ fn cut_is_one_instant_across_shards() {
 fn cut_is_one_instant_with_a_merge() {
     loom::model(|| {
         let (a, b) = two_shard_keys();
-        let hub: Hub<u32, u32> = Hub::with_merge(|x, y| Some(x | y));
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (_hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::with_merge(|x, y| Some(x | y)));
         let sender = thread::spawn(move || {
             for (i, k) in [a, b, a, b].into_iter().enumerate() {
                 tx.send(k, 1 << i).unwrap();
@@ -159,9 +170,7 @@ fn cut_is_one_instant_with_a_merge() {
 #[test]
 fn coalesce_vs_pop_one_key() {
     loom::model(|| {
-        let hub: Hub<u32, u32> = Hub::with_merge(|a, b| Some(a + b));
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (_hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::with_merge(|a, b| Some(a + b)));
         tx.send(1, 1).unwrap();
         let sender = thread::spawn(move || {
             for v in [10, 100, 1000] {
@@ -199,9 +208,9 @@ fn coalesce_vs_pop_one_key() {
 #[test]
 fn annihilate_vs_pop() {
     loom::model(|| {
-        let hub: Hub<u32, i32> = Hub::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (_hub, mut rx, tx) = with_rx_tx(Hub::<u32, i32>::with_merge(|a, b| {
+            Some(a + b).filter(|s| *s != 0)
+        }));
         tx.send(1, 5).unwrap();
         let sender = thread::spawn(move || {
             tx.send(1, -5).unwrap();
@@ -238,9 +247,7 @@ fn annihilate_vs_pop() {
 #[test]
 fn park_vs_wake_send() {
     loom::model(|| {
-        let hub: Hub<u32, u32> = Hub::new();
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (_hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         let sender = thread::spawn(move || tx.send(3, 4).unwrap());
         let e = rx.recv().unwrap();
         assert_eq!((e.key, e.value), (3, 4));
@@ -253,9 +260,7 @@ fn park_vs_wake_send() {
 #[test]
 fn park_vs_wake_close() {
     loom::model(|| {
-        let hub: Hub<u32, u32> = Hub::new();
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         drop(hub);
         let closer = thread::spawn(move || drop(tx));
         assert!(rx.recv().is_err());
@@ -302,9 +307,7 @@ fn register_and_deregister_vs_send() {
 #[test]
 fn hub_close_vs_send() {
     loom::model(|| {
-        let hub: Hub<u32, u32> = Hub::new();
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         let h2 = hub.clone();
         let sender = thread::spawn(move || tx.send(1, 1).is_ok());
         let closer = thread::spawn(move || h2.close());
@@ -323,19 +326,14 @@ fn hub_close_vs_send() {
 fn hub_close_never_delivers_past_a_hole() {
     loom::model(|| {
         let (a, b) = two_shard_keys();
-        let hub: Hub<u32, u32> = Hub::new();
-        let mut rx = hub.receiver();
-        let tx = hub.sender();
+        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         tx.send(a, 1).unwrap();
         let h2 = hub.clone();
         let sender = thread::spawn(move || {
             let _ = tx.send(b, 1);
         });
         let closer = thread::spawn(move || h2.close());
-        let mut got = Vec::new();
-        while let Ok(e) = rx.recv() {
-            got.push(e.key);
-        }
+        let got: Vec<u32> = recv_until_closed(&mut rx).iter().map(|e| e.0).collect();
         sender.join().unwrap();
         closer.join().unwrap();
         assert!(

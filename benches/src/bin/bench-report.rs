@@ -33,11 +33,13 @@
 //! scenario. For latency, the ratios are the baseline's (best peer's) latency over
 //! this one's, so above 1 is again better.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+#[macro_use]
 #[path = "../../support/common.rs"]
 mod common;
 
@@ -64,33 +66,7 @@ mod bc {
 #[path = "../../support/metrics_scenarios.rs"]
 mod metrics_support;
 
-/// Which side of the comparison an implementation is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Keybus,
-    Baseline,
-    Peer,
-}
-
-impl From<cf::Role> for Side {
-    fn from(r: cf::Role) -> Side {
-        match r {
-            cf::Role::Keybus => Side::Keybus,
-            cf::Role::Baseline => Side::Baseline,
-            cf::Role::Peer => Side::Peer,
-        }
-    }
-}
-
-impl From<bc::Role> for Side {
-    fn from(r: bc::Role) -> Side {
-        match r {
-            bc::Role::Keybus => Side::Keybus,
-            bc::Role::Baseline => Side::Baseline,
-            bc::Role::Peer => Side::Peer,
-        }
-    }
-}
+use common::Role;
 
 /// Where a scenario's result goes in the plots.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,7 +88,7 @@ type Measure = Box<dyn Fn() -> (Duration, Option<f64>)>;
 
 struct Entry {
     name: &'static str,
-    side: Side,
+    role: Role,
     /// Set where the peer does not do the same work (then it is left out of "best
     /// peer" and the note says why).
     not_comparable: Option<&'static str>,
@@ -132,11 +108,63 @@ struct Scenario {
     entries: Vec<Entry>,
 }
 
+impl Entry {
+    /// `run` measured as `name`, on `role`'s side of the comparison.
+    fn new(name: &'static str, role: Role, run: Result<Measure, &'static str>) -> Entry {
+        Entry {
+            name,
+            role,
+            not_comparable: None,
+            run,
+        }
+    }
+
+    /// Left out of "best peer" where `why` says so.
+    fn not_comparable(self, why: Option<&'static str>) -> Entry {
+        Entry {
+            not_comparable: why,
+            ..self
+        }
+    }
+}
+
+/// A measurement that only times `f` (no extra number).
+fn timed(f: impl Fn() -> Duration + 'static) -> Result<Measure, &'static str> {
+    Ok(Box::new(move || (f(), None)))
+}
+
+impl Scenario {
+    /// `ops` operations per measurement of each entry; no extra number, no plot,
+    /// no cap on the rounds.
+    fn new(name: impl Into<String>, ops: u64, entries: Vec<Entry>) -> Scenario {
+        Scenario {
+            name: name.into(),
+            ops,
+            extra: None,
+            plot: Plot::None,
+            max_rounds: usize::MAX,
+            entries,
+        }
+    }
+
+    /// The entries' extra number is `what` (a percentage).
+    fn extra(self, what: &'static str) -> Scenario {
+        Scenario {
+            extra: Some(what),
+            ..self
+        }
+    }
+
+    fn plot(self, plot: Plot) -> Scenario {
+        Scenario { plot, ..self }
+    }
+}
+
 /// The median result of one implementation in one scenario.
 struct Row {
     scenario: String,
     name: &'static str,
-    side: Side,
+    role: Role,
     plot: Plot,
     /// `None` when skipped.
     ns_per_op: Option<f64>,
@@ -210,6 +238,45 @@ fn stores_nothing_alone(name: &str, readers: usize) -> Option<&'static str> {
         .then_some("stores nothing without a reader: not comparable")
 }
 
+/// A broadcast scenario that times appends: `(threads or readers, appends)`.
+type AppendFn = fn(usize, u64) -> Duration;
+
+/// Every ring's entry timing `scenario(imp)(arg, n)`, appends that run with
+/// `readers` attached readers that do not read (not run where such a reader
+/// would block the writer).
+fn append_entries(
+    scenario: fn(&bc::BroadcastImpl) -> AppendFn,
+    arg: usize,
+    readers: usize,
+    n: u64,
+) -> Vec<Entry> {
+    bc::BROADCAST_IMPLS
+        .iter()
+        .map(|imp| {
+            let f = scenario(imp);
+            let run = if imp.runs_append(readers) {
+                timed(move || f(arg, n))
+            } else {
+                Err("a reader that does not read blocks the writer (no drop-oldest)")
+            };
+            Entry::new(imp.name, imp.role, run)
+                .not_comparable(stores_nothing_alone(imp.name, readers))
+        })
+        .collect()
+}
+
+/// One entry per conflate implementation (the peers too, with `peers`): `run(imp)`.
+fn conflate_entries(
+    peers: bool,
+    run: impl Fn(&cf::ConflateImpl) -> Result<Measure, &'static str>,
+) -> Vec<Entry> {
+    cf::CONFLATE_IMPLS
+        .iter()
+        .filter(|imp| peers || imp.role != Role::Peer)
+        .map(|imp| Entry::new(imp.name, imp.role, run(imp)))
+        .collect()
+}
+
 /// Every broadcast and conflate scenario, sized by `scale` (1 = quick). Broadcast
 /// first; the last scenario checks that no implementation's append slows down
 /// after many threads read through it (keybus's did while its slots used
@@ -220,128 +287,68 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
     // --- broadcast ------------------------------------------------------------
     let n = 500_000 * scale;
     for readers in [0usize, 1, 2, 4, 8, 16] {
-        out.push(Scenario {
-            name: format!("broadcast/append/{readers}_readers"),
-            ops: n,
-            extra: None,
-            plot: Plot::WriterCost(readers as u64),
-            max_rounds: usize::MAX,
-            entries: bc::BROADCAST_IMPLS
-                .iter()
-                .map(|imp| {
-                    let f = imp.append;
-                    Entry {
-                        name: imp.name,
-                        side: imp.role.into(),
-                        not_comparable: stores_nothing_alone(imp.name, readers),
-                        run: if imp.runs_append(readers) {
-                            Ok(Box::new(move || (f(readers, n), None)) as Measure)
-                        } else {
-                            Err("a reader that does not read blocks the writer (no drop-oldest)")
-                        },
-                    }
-                })
-                .collect(),
-        });
+        let entries = append_entries(|imp| imp.append, readers, readers, n);
+        out.push(
+            Scenario::new(format!("broadcast/append/{readers}_readers"), n, entries)
+                .plot(Plot::WriterCost(readers as u64)),
+        );
     }
     let n = 200_000 * scale;
-    out.push(Scenario {
-        name: "broadcast/append/64_live_reader_threads".into(),
-        ops: n,
-        extra: None,
-        plot: Plot::None,
-        max_rounds: usize::MAX,
-        entries: bc::BROADCAST_IMPLS
-            .iter()
-            .map(|imp| {
-                let f = imp.append_live_reader_threads;
-                Entry {
-                    name: imp.name,
-                    side: imp.role.into(),
-                    not_comparable: stores_nothing_alone(imp.name, 64),
-                    run: if imp.runs_append(64) {
-                        Ok(Box::new(move || (f(64, n), None)) as Measure)
-                    } else {
-                        Err("a reader that does not read blocks the writer (no drop-oldest)")
-                    },
-                }
-            })
-            .collect(),
-    });
+    let entries = append_entries(|imp| imp.append_live_reader_threads, 64, 64, n);
+    out.push(Scenario::new(
+        "broadcast/append/64_live_reader_threads",
+        n,
+        entries,
+    ));
     let n = 500_000 * scale;
-    out.push(Scenario {
-        name: "broadcast/slow_reader".into(),
-        ops: n,
-        extra: Some("delivered"),
-        plot: Plot::None,
-        max_rounds: usize::MAX,
-        entries: bc::BROADCAST_IMPLS
-            .iter()
-            .map(|imp| {
-                let f = imp.slow_reader;
-                Entry {
-                    name: imp.name,
-                    side: imp.role.into(),
-                    not_comparable: None,
-                    run: if imp.runs_slow_reader() {
-                        Ok(Box::new(move || {
-                            let o = f(n, 2_000);
-                            (o.elapsed, Some(o.delivered_pct(n)))
-                        }) as Measure)
-                    } else {
-                        Err("the writer would wait for the slow reader (no drop-oldest)")
-                    },
-                }
-            })
-            .collect(),
-    });
-    // --- conflate -------------------------------------------------------------
+    let entries = bc::BROADCAST_IMPLS
+        .iter()
+        .map(|imp| {
+            let f = imp.slow_reader;
+            let run: Result<Measure, _> = if imp.runs_slow_reader() {
+                Ok(Box::new(move || {
+                    let o = f(n, 2_000);
+                    (o.elapsed, Some(o.delivered_pct(n)))
+                }))
+            } else {
+                Err("the writer would wait for the slow reader (no drop-oldest)")
+            };
+            Entry::new(imp.name, imp.role, run)
+        })
+        .collect();
+    out.push(Scenario::new("broadcast/slow_reader", n, entries).extra("delivered"));
     for readers in [1usize, 4, 16] {
         // Fewer appends with more readers: every reader gets every value.
         let n = 100_000 * scale / (1 + readers as u64 / 4);
-        out.push(Scenario {
-            name: format!("broadcast/readers/{readers}"),
-            ops: n * readers as u64,
-            extra: Some("delivered"),
-            plot: Plot::BroadcastReaders(readers as u64),
-            max_rounds: usize::MAX,
-            entries: bc::BROADCAST_IMPLS
-                .iter()
-                .map(|imp| {
-                    let f = imp.readers;
-                    Entry {
-                        name: imp.name,
-                        side: imp.role.into(),
-                        not_comparable: None,
-                        run: Ok(Box::new(move || {
-                            let o = f(readers, n);
-                            (o.elapsed, Some(o.delivered_pct(n * readers as u64)))
-                        }) as Measure),
-                    }
-                })
-                .collect(),
-        });
-    }
-    let n = 2_000_000 * scale;
-    out.push(Scenario {
-        name: "conflate/no_receiver_send".into(),
-        ops: n,
-        extra: None,
-        plot: Plot::None,
-        max_rounds: usize::MAX,
-        entries: cf::CONFLATE_IMPLS
+        let entries = bc::BROADCAST_IMPLS
             .iter()
             .map(|imp| {
-                let f = imp.no_receiver;
-                Entry {
-                    name: imp.name,
-                    side: imp.role.into(),
-                    not_comparable: None,
-                    run: Ok(Box::new(move || (f(n), None)) as Measure),
-                }
+                let f = imp.readers;
+                let run: Measure = Box::new(move || {
+                    let o = f(readers, n);
+                    (o.elapsed, Some(o.delivered_pct(n * readers as u64)))
+                });
+                Entry::new(imp.name, imp.role, Ok(run))
             })
-            .collect(),
+            .collect();
+        out.push(
+            Scenario::new(
+                format!("broadcast/readers/{readers}"),
+                n * readers as u64,
+                entries,
+            )
+            .extra("delivered")
+            .plot(Plot::BroadcastReaders(readers as u64)),
+        );
+    }
+
+    // --- conflate -------------------------------------------------------------
+    let n = 2_000_000 * scale;
+    let entries = conflate_entries(true, |imp| {
+        let f = imp.no_receiver;
+        timed(move || f(n))
     });
+    out.push(Scenario::new("conflate/no_receiver_send", n, entries));
     let fan_outs: [(&str, u64, u64, u64, u64, Plot); 10] = [
         ("1x1_hot64", 1, 1, 64, 1_000_000, Plot::ConflateReceivers(1)),
         ("1x1_cold10k", 1, 1, 10_000, 500_000, Plot::None),
@@ -368,31 +375,22 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
         } else {
             sends * scale
         };
+        let entries = conflate_entries(true, |imp| {
+            let f = imp.fan_out_counted;
+            if imp.runs_keys(keys) {
+                Ok(Box::new(move || {
+                    let (d, accounted) = f(s, r, keys, sends);
+                    (d, Some(100.0 * accounted as f64 / (sends * r) as f64))
+                }))
+            } else {
+                Err("more keys than it can hold sensibly (one channel per key)")
+            }
+        });
         out.push(Scenario {
-            name: format!("conflate/{name}"),
-            ops: sends,
-            extra: Some("sends accounted"),
-            plot,
             max_rounds: if keys >= 1_000_000 { 3 } else { usize::MAX },
-            entries: cf::CONFLATE_IMPLS
-                .iter()
-                .map(|imp| {
-                    let f = imp.fan_out_counted;
-                    Entry {
-                        name: imp.name,
-                        side: imp.role.into(),
-                        not_comparable: None,
-                        run: if imp.runs_keys(keys) {
-                            Ok(Box::new(move || {
-                                let (d, accounted) = f(s, r, keys, sends);
-                                (d, Some(100.0 * accounted as f64 / (sends * r) as f64))
-                            }) as Measure)
-                        } else {
-                            Err("more keys than it can hold sensibly (one channel per key)")
-                        },
-                    }
-                })
-                .collect(),
+            ..Scenario::new(format!("conflate/{name}"), sends, entries)
+                .extra("sends accounted")
+                .plot(plot)
         });
     }
     // The state table's cost on the send path: the same work with and without
@@ -420,53 +418,40 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
     ];
     for (name, sends, keybus_fn, baseline_fn) in retain_runs {
         let n = sends * scale;
-        let entry = |label: &'static str, side: Side, f: RetainFn, retain: bool| Entry {
-            name: label,
-            side,
-            not_comparable: (side == Side::Peer)
-                .then_some("the baseline with a table: reference for the row above"),
-            run: Ok(Box::new(move || (f(retain, n), None)) as Measure),
+        let entry = |label: &'static str, role: Role, f: RetainFn, retain: bool| {
+            Entry::new(label, role, timed(move || f(retain, n))).not_comparable(
+                (role == Role::Peer)
+                    .then_some("the baseline with a table: reference for the row above"),
+            )
         };
-        out.push(Scenario {
-            name: format!("conflate/retain_latest/{name}"),
-            ops: n,
-            extra: None,
-            plot: Plot::None,
-            max_rounds: usize::MAX,
-            entries: vec![
-                entry("keybus", Side::Keybus, keybus_fn, false),
-                entry("keybus+retain_latest", Side::Keybus, keybus_fn, true),
-                entry("baseline", Side::Baseline, baseline_fn, false),
-                entry("baseline+retain_latest", Side::Peer, baseline_fn, true),
-            ],
-        });
+        let entries = vec![
+            entry("keybus", Role::Keybus, keybus_fn, false),
+            entry("keybus+retain_latest", Role::Keybus, keybus_fn, true),
+            entry("baseline", Role::Baseline, baseline_fn, false),
+            entry("baseline+retain_latest", Role::Peer, baseline_fn, true),
+        ];
+        out.push(Scenario::new(
+            format!("conflate/retain_latest/{name}"),
+            n,
+            entries,
+        ));
     }
     // 1x1_hot64 is also the 2-thread point of the thread plot.
     for backlog in [100u64, 1_000, 10_000, 100_000] {
         let iters = (300_000 * scale / backlog).max(3);
-        out.push(Scenario {
-            name: format!("conflate/try_recv_all/{backlog}"),
-            ops: backlog * iters,
-            extra: None,
-            plot: Plot::None,
-            max_rounds: usize::MAX,
-            entries: cf::CONFLATE_IMPLS
-                .iter()
-                .map(|imp| {
-                    let f = imp.drain_cost;
-                    Entry {
-                        name: imp.name,
-                        side: imp.role.into(),
-                        not_comparable: None,
-                        run: if imp.runs_backlog(backlog) {
-                            Ok(Box::new(move || (f(backlog, iters), None)) as Measure)
-                        } else {
-                            Err("cannot hold a backlog this large (capacity 1,024, drop-oldest)")
-                        },
-                    }
-                })
-                .collect(),
+        let entries = conflate_entries(true, |imp| {
+            let f = imp.drain_cost;
+            if imp.runs_backlog(backlog) {
+                timed(move || f(backlog, iters))
+            } else {
+                Err("cannot hold a backlog this large (capacity 1,024, drop-oldest)")
+            }
         });
+        out.push(Scenario::new(
+            format!("conflate/try_recv_all/{backlog}"),
+            backlog * iters,
+            entries,
+        ));
     }
 
     // Registration churn against the number of receivers already registered,
@@ -476,70 +461,36 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
     for standing in [10u64, 1_000, 10_000] {
         // Fewer rounds where a registration may cost O(receivers).
         let iters = (20_000 * scale / (1 + standing / 100)).max(20);
-        out.push(Scenario {
-            name: format!("conflate/register_drop/{standing}_registered"),
-            ops: iters,
-            extra: None,
-            plot: Plot::None,
-            max_rounds: usize::MAX,
-            entries: cf::CONFLATE_IMPLS
-                .iter()
-                .filter(|imp| imp.role != cf::Role::Peer)
-                .map(|imp| {
-                    let f = imp.register_drop;
-                    Entry {
-                        name: imp.name,
-                        side: imp.role.into(),
-                        not_comparable: None,
-                        run: Ok(Box::new(move || (f(standing, iters), None)) as Measure),
-                    }
-                })
-                .collect(),
+        let entries = conflate_entries(false, |imp| {
+            let f = imp.register_drop;
+            timed(move || f(standing, iters))
         });
+        out.push(Scenario::new(
+            format!("conflate/register_drop/{standing}_registered"),
+            iters,
+            entries,
+        ));
     }
     let n = 2_000 * scale;
-    out.push(Scenario {
-        name: "conflate/coalescing_send/1000_receivers".into(),
-        ops: n,
-        extra: None,
-        plot: Plot::None,
-        max_rounds: usize::MAX,
-        entries: cf::CONFLATE_IMPLS
-            .iter()
-            .filter(|imp| imp.role != cf::Role::Peer)
-            .map(|imp| {
-                let f = imp.coalescing_send;
-                Entry {
-                    name: imp.name,
-                    side: imp.role.into(),
-                    not_comparable: None,
-                    run: Ok(Box::new(move || (f(1_000, n), None)) as Measure),
-                }
-            })
-            .collect(),
+    let entries = conflate_entries(false, |imp| {
+        let f = imp.coalescing_send;
+        timed(move || f(1_000, n))
     });
+    out.push(Scenario::new(
+        "conflate/coalescing_send/1000_receivers",
+        n,
+        entries,
+    ));
 
     // Last, as it was while keybus kept process-wide state (see the scenario).
     let n = 100_000 * scale;
-    out.push(Scenario {
-        name: "broadcast/append/0_readers_after_64_threads".into(),
-        ops: n,
-        extra: None,
-        plot: Plot::None,
-        max_rounds: usize::MAX,
-        entries: bc::BROADCAST_IMPLS
-            .iter()
-            .map(|imp| {
-                let f = imp.append_after_threads;
-                Entry {
-                    name: imp.name,
-                    side: imp.role.into(),
-                    not_comparable: stores_nothing_alone(imp.name, 0),
-                    run: Ok(Box::new(move || (f(64, n), None)) as Measure),
-                }
-            })
-            .collect(),
-    });
+    // 64 threads have read another ring; this one has no reader.
+    let entries = append_entries(|imp| imp.append_after_threads, 64, 0, n);
+    out.push(Scenario::new(
+        "broadcast/append/0_readers_after_64_threads",
+        n,
+        entries,
+    ));
     out
 }
 
@@ -614,7 +565,7 @@ fn measure(sc: &Scenario, rounds: usize, budget: Option<Duration>, verbose: bool
             Row {
                 scenario: sc.name.clone(),
                 name: e.name,
-                side: e.side,
+                role: e.role,
                 plot: sc.plot,
                 ns_per_op,
                 not_comparable: e.not_comparable.is_some(),
@@ -628,7 +579,7 @@ fn measure(sc: &Scenario, rounds: usize, budget: Option<Duration>, verbose: bool
 /// Median percentiles of publisher latency during a cut, per implementation.
 struct LatencyRow {
     name: &'static str,
-    side: Side,
+    role: Role,
     /// p50, p90, p99, p99.9, max (ns); `None` when skipped.
     percentiles: Option<[f64; 5]>,
 }
@@ -651,7 +602,7 @@ fn cut_latencies(rounds: usize, backlog: u64, refills: u64) -> Vec<LatencyRow> {
         .zip(got)
         .map(|(imp, g)| LatencyRow {
             name: imp.name,
-            side: imp.role.into(),
+            role: imp.role,
             percentiles: (!g.is_empty())
                 .then(|| std::array::from_fn(|p| median(g.iter().map(|x| x[p]).collect()))),
         })
@@ -678,6 +629,23 @@ fn ns(x: f64) -> String {
     }
 }
 
+/// What a row is compared with: the baseline's number, and the lowest number of
+/// a comparable peer with that peer's name, from `(role, name, number,
+/// comparable)` per row (lower is better: ns per op, latency).
+fn references(
+    rows: impl Iterator<Item = (Role, &'static str, Option<f64>, bool)> + Clone,
+) -> (Option<f64>, Option<(f64, &'static str)>) {
+    let baseline = rows
+        .clone()
+        .find(|r| r.0 == Role::Baseline)
+        .and_then(|r| r.2);
+    let best_peer = rows
+        .filter(|r| r.0 == Role::Peer && r.3)
+        .filter_map(|r| r.2.map(|n| (n, r.1)))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    (baseline, best_peer)
+}
+
 /// The markdown table of throughput results.
 fn table(rows: &[Row]) -> String {
     let mut s = String::new();
@@ -688,15 +656,11 @@ fn table(rows: &[Row]) -> String {
         let sc = &rows[i].scenario;
         let group: Vec<&Row> = rows[i..].iter().take_while(|r| &r.scenario == sc).collect();
         i += group.len();
-        let baseline = group
-            .iter()
-            .find(|r| r.side == Side::Baseline)
-            .and_then(|r| r.ns_per_op);
-        let best_peer = group
-            .iter()
-            .filter(|r| r.side == Side::Peer && !r.not_comparable)
-            .filter_map(|r| r.ns_per_op.map(|n| (n, r.name)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let (baseline, best_peer) = references(
+            group
+                .iter()
+                .map(|r| (r.role, r.name, r.ns_per_op, !r.not_comparable)),
+        );
         for r in &group {
             let Some(n) = r.ns_per_op else {
                 let _ = writeln!(s, "| {sc} | {} | – | – | – | – | {} |", r.name, r.note);
@@ -704,7 +668,7 @@ fn table(rows: &[Row]) -> String {
             };
             let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b / n));
             let vs_peer = best_peer.map_or("–".into(), |(b, name)| {
-                if r.side == Side::Peer {
+                if r.role == Role::Peer {
                     format!("{:.2}", b / n)
                 } else {
                     format!("{:.2} ({name})", b / n)
@@ -732,15 +696,11 @@ fn latency_table(rows: &[LatencyRow], backlog: u64) -> String {
     );
     s.push_str("| impl | p50 | p90 | p99 | p99.9 | max | p99 × baseline | p99 × best peer |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let baseline = rows
-        .iter()
-        .find(|r| r.side == Side::Baseline)
-        .and_then(|r| r.percentiles);
-    let best_peer = rows
-        .iter()
-        .filter(|r| r.side == Side::Peer)
-        .filter_map(|r| r.percentiles.map(|p| (p[2], r.name)))
-        .min_by(|a, b| a.0.total_cmp(&b.0));
+    // Compared at p99.
+    let (baseline, best_peer) = references(
+        rows.iter()
+            .map(|r| (r.role, r.name, r.percentiles.map(|p| p[2]), true)),
+    );
     for r in rows {
         match r.percentiles {
             None => {
@@ -751,7 +711,7 @@ fn latency_table(rows: &[LatencyRow], backlog: u64) -> String {
                 );
             }
             Some(p) => {
-                let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b[2] / p[2]));
+                let vs_base = baseline.map_or("–".into(), |b| format!("{:.2}", b / p[2]));
                 let vs_peer = best_peer.map_or("–".into(), |(b, name)| {
                     format!("{:.2} ({name})", b / p[2])
                 });
@@ -810,55 +770,31 @@ fn series(rows: &[Row], pick: impl Fn(Plot) -> Option<u64>, ns_per_op: bool) -> 
     out
 }
 
-/// A line chart with a log y axis; `x_ticks` are the x values to label.
-fn line_chart(
+type LogChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, LogCoord<f64>>>;
+type Drawn = Result<(), Box<dyn std::error::Error>>;
+
+/// What every plot shares: a 900×540 SVG at `path` with `caption` (text, font
+/// size), `x` by a log `y` axis (both drawn by `mesh`), a line with dots per
+/// series of `data` (keybus's thicker), and the legend at `legend`.
+fn log_chart(
     path: &Path,
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    x_ticks: &[f64],
+    caption: (&str, u32),
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
     data: &Series,
-) -> Result<(), Box<dyn std::error::Error>> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    let ys = data.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y));
-    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
-    // Headroom at the top (log scale) keeps the legend off the data.
-    let (lo, hi) = (lo / 1.6, hi * 12.0);
-    let x_max = x_ticks.iter().copied().fold(0.0, f64::max);
-    let x_min = x_ticks.iter().copied().fold(f64::MAX, f64::min);
-    let pad = (x_max - x_min).max(1.0) * 0.05;
+    legend: SeriesLabelPosition,
+    mesh: impl FnOnce(&mut LogChart<'_, '_>) -> Drawn,
+) -> Drawn {
     let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+        .caption(caption.0, ("sans-serif", caption.1))
         .margin(16)
         .x_label_area_size(46)
         .y_label_area_size(80)
-        .build_cartesian_2d((x_min - pad)..(x_max + pad), (lo..hi).log_scale())?;
-    let ticks = x_ticks.to_vec();
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .x_labels(40)
-        .x_label_formatter(&|x| {
-            ticks
-                .iter()
-                .find(|t| (*t - x).abs() < 1e-9)
-                .map_or(String::new(), |t| format!("{t}"))
-        })
-        .y_label_formatter(&|y| {
-            if *y >= 10.0 {
-                format!("{y:.0}")
-            } else if *y >= 0.1 {
-                format!("{y:.2}")
-            } else {
-                format!("{y:.3}")
-            }
-        })
-        .draw()?;
+        .build_cartesian_2d(x, y.log_scale())?;
+    mesh(&mut chart)?;
     for (name, pts) in data {
         let c = colour(name);
         let width = if *name == "keybus" { 3 } else { 2 };
@@ -870,12 +806,71 @@ fn line_chart(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// The lowest and the highest y of `data`.
+fn y_range(data: &Series) -> (f64, f64) {
+    let ys = data.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y));
+    ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)))
+}
+
+/// A line chart with a log y axis; `x_ticks` are the x values to label.
+fn line_chart(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_ticks: &[f64],
+    data: &Series,
+) -> Drawn {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let (lo, hi) = y_range(data);
+    let x_max = x_ticks.iter().copied().fold(0.0, f64::max);
+    let x_min = x_ticks.iter().copied().fold(f64::MAX, f64::min);
+    let pad = (x_max - x_min).max(1.0) * 0.05;
+    // Headroom at the top (log scale) keeps the legend off the data.
+    let y = lo / 1.6..hi * 12.0;
+    let x = (x_min - pad)..(x_max + pad);
+    log_chart(
+        path,
+        (title, 22),
+        x,
+        y,
+        data,
+        SeriesLabelPosition::UpperRight,
+        |chart| {
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .x_labels(40)
+                .x_label_formatter(&|x| {
+                    x_ticks
+                        .iter()
+                        .find(|t| (*t - x).abs() < 1e-9)
+                        .map_or(String::new(), |t| format!("{t}"))
+                })
+                .y_label_formatter(&|y| {
+                    if *y >= 10.0 {
+                        format!("{y:.0}")
+                    } else if *y >= 0.1 {
+                        format!("{y:.2}")
+                    } else {
+                        format!("{y:.3}")
+                    }
+                })
+                .draw()?;
+            Ok(())
+        },
+    )
 }
 
 fn plots(
@@ -970,58 +965,30 @@ fn plots(
     Ok(written)
 }
 
-fn latency_chart(
-    path: &Path,
-    backlog: u64,
-    data: &Series,
-    labels: &[&str],
-) -> Result<(), Box<dyn std::error::Error>> {
-    let ys = data.iter().flat_map(|(_, p)| p.iter().map(|&(_, y)| y));
-    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
-    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "conflate: publisher send latency while a receiver cuts a {backlog}-key backlog"
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(16)
-        .x_label_area_size(46)
-        .y_label_area_size(80)
-        .build_cartesian_2d(-0.3f64..4.3f64, ((lo / 2.0).max(1.0)..hi * 2.0).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile")
-        .y_desc("ns per send (log scale)")
-        .x_labels(labels.len() * 4)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && (0.0..labels.len() as f64).contains(&i) {
-                labels[i as usize].to_string()
-            } else {
-                String::new()
-            }
-        })
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .draw()?;
-    for (name, pts) in data {
-        let c = colour(name);
+fn latency_chart(path: &Path, backlog: u64, data: &Series, labels: &[&str]) -> Drawn {
+    let (lo, hi) = y_range(data);
+    let title =
+        format!("conflate: publisher send latency while a receiver cuts a {backlog}-key backlog");
+    let y = (lo / 2.0).max(1.0)..hi * 2.0;
+    let legend = SeriesLabelPosition::UpperLeft;
+    log_chart(path, (&title, 20), -0.3..4.3, y, data, legend, |chart| {
         chart
-            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+            .configure_mesh()
+            .x_desc("percentile")
+            .y_desc("ns per send (log scale)")
+            .x_labels(labels.len() * 4)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && (0.0..labels.len() as f64).contains(&i) {
+                    labels[i as usize].to_string()
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()?;
+        Ok(())
+    })
 }
 
 fn main() {
@@ -1119,32 +1086,25 @@ fn main() {
 /// `--features metrics -- --only metrics`.
 #[cfg(feature = "metrics")]
 fn metrics_scenarios(scale: u64) -> Vec<Scenario> {
-    use metrics_support::{Path as UpdatePath, Role, METRICS_IMPLS};
+    use metrics_support::{Path as UpdatePath, Role as MetricsRole, METRICS_IMPLS};
     let n = 1_000_000 * scale;
     UpdatePath::ALL
         .iter()
-        .map(|&path| Scenario {
-            name: format!("metrics/counter_{}", path.name()),
-            ops: n,
-            extra: None,
-            plot: Plot::None,
-            max_rounds: usize::MAX,
-            entries: METRICS_IMPLS
+        .map(|&path| {
+            let entries = METRICS_IMPLS
                 .iter()
                 .map(|imp| {
                     let run = imp.run;
-                    Entry {
-                        name: imp.name,
-                        side: match imp.role {
-                            Role::Keybus => Side::Keybus,
-                            Role::Floor => Side::Baseline,
-                            Role::Other => Side::Peer,
-                        },
-                        not_comparable: (imp.role == Role::Other).then_some("stores nothing"),
-                        run: Ok(Box::new(move || (run(path, n), None)) as Measure),
-                    }
+                    let role = match imp.role {
+                        MetricsRole::Keybus => Role::Keybus,
+                        MetricsRole::Floor => Role::Baseline,
+                        MetricsRole::Other => Role::Peer,
+                    };
+                    Entry::new(imp.name, role, timed(move || run(path, n)))
+                        .not_comparable((role == Role::Peer).then_some("stores nothing"))
                 })
-                .collect(),
+                .collect();
+            Scenario::new(format!("metrics/counter_{}", path.name()), n, entries)
         })
         .collect()
 }
