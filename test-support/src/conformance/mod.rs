@@ -4,11 +4,14 @@
 //!
 //! - [`conflate`]: every rule of the conflate contract, for any [`Conflate`]
 //!   implementation.
+//! - [`broadcast`]: every rule of the broadcast contract, for any
+//!   [`Broadcast`](crate::broadcast_api::Broadcast) implementation.
 //! - [`support`]: the helpers those suites (and the conflate bad-input and soak
 //!   suites) share: draining, closed-ness checks, conservation, jitter, the
 //!   stall watchdog.
 //!
 //! [`Conflate`]: crate::conflate_api::Conflate
 
+pub mod broadcast;
 pub mod conflate;
 pub mod support;
