@@ -49,12 +49,13 @@ use std::collections::HashMap;
 use std::ptr;
 
 /// Holes tolerated before a compaction, whatever the number of live receivers
-/// (small under the model checkers, so that their models reach a compaction).
-const HOLES_MIN: usize = if cfg!(any(loom, shuttle)) { 1 } else { 16 };
+/// (small under the model checkers and in unit tests, so that small models
+/// reach a compaction).
+const HOLES_MIN: usize = if cfg!(any(loom, shuttle, test)) { 1 } else { 16 };
 
-/// The smallest array (small under the model checkers, so that their models
-/// reach a growth).
-const MIN_CAPACITY: usize = if cfg!(any(loom, shuttle)) { 2 } else { 8 };
+/// The smallest array (small under the model checkers and in unit tests, so
+/// that small models reach a growth).
+const MIN_CAPACITY: usize = if cfg!(any(loom, shuttle, test)) { 2 } else { 8 };
 
 /// An array of receiver pointers: `Arc::into_raw` of a listed core, or null (a
 /// hole, or never used). Its length is fixed at allocation; only the entries
@@ -272,6 +273,12 @@ impl<K, V> Registry<K, V> {
     /// fits) sized for twice the live receivers plus one, publishes it, and
     /// keeps the old array as the spare once no send can read it.
     fn rebuild(&self, w: &mut ListWriter<K, V>, state: &HubState) {
+        #[cfg(test)]
+        if w.len > w.live {
+            w.rebuilds.1 += 1;
+        } else {
+            w.rebuilds.0 += 1;
+        }
         let capacity = MIN_CAPACITY.max(2 * (w.live + 1));
         let next = match w.spare.take() {
             Some(spare) if (capacity..=4 * capacity).contains(&spare.len()) => spare,
@@ -347,6 +354,9 @@ pub(crate) struct ListWriter<K, V> {
     index: HashMap<usize, usize, HashState>,
     /// The previous array, read by no send: the next rebuild's target.
     spare: Option<Array<K, V>>,
+    /// Rebuilds so far: (growths, compactions) (tests).
+    #[cfg(test)]
+    rebuilds: (usize, usize),
 }
 
 impl<K, V> ListWriter<K, V> {
@@ -357,6 +367,8 @@ impl<K, V> ListWriter<K, V> {
             live: 0,
             index: HashMap::default(),
             spare: None,
+            #[cfg(test)]
+            rebuilds: (0, 0),
         }
     }
 
@@ -391,5 +403,164 @@ fn assert_grace(state: &HubState, slot: usize, what: &str) {
             "registry: {what} slot {slot} while {in_flight} send(s) in flight \
              may still read it (grace period not awaited)"
         );
+    }
+}
+
+#[cfg(test)]
+impl<K, V> ListWriter<K, V> {
+    /// Checks the writer side's invariants and returns the listed cores in
+    /// fan-out order.
+    pub(crate) fn check(&self) -> Vec<*const RxCore<K, V>> {
+        assert!(self.len <= self.array.len());
+        let listed: Vec<_> = self.array[..self.len]
+            .iter()
+            .map(|entry| entry.load(Ordering::Relaxed).cast_const())
+            .filter(|core| !core.is_null())
+            .collect();
+        assert_eq!(listed.len(), self.live, "live count");
+        assert_eq!(self.index.len(), self.live, "index size");
+        for (at, core) in self.array[..self.len].iter().enumerate() {
+            let core = core.load(Ordering::Relaxed);
+            if !core.is_null() {
+                assert_eq!(self.index.get(&(core as usize)), Some(&at), "index");
+            }
+        }
+        if self.len > 0 {
+            let last = self.array[self.len - 1].load(Ordering::Relaxed);
+            assert!(!last.is_null(), "a trailing hole was kept");
+        }
+        assert!(
+            self.len - self.live <= self.live.max(HOLES_MIN),
+            "{} holes for {} live receivers",
+            self.len - self.live,
+            self.live
+        );
+        listed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Hub, Receiver};
+    use crate::sync::Arc;
+    use std::thread;
+
+    fn listed(hub: &Hub<u32, u64>) -> Vec<usize> {
+        hub.shared
+            .with_list_writer(|w| w.check().into_iter().map(|p| p as usize).collect())
+    }
+
+    fn addrs(rxs: &[&Receiver<u32, u64>]) -> Vec<usize> {
+        rxs.iter().map(|rx| Arc::as_ptr(&rx.core) as usize).collect()
+    }
+
+    /// Holes, trailing reuse, compaction and growth keep the fan-out in
+    /// registration order, the state word's count right and the holes bounded;
+    /// every live receiver gets every send, once.
+    #[test]
+    fn order_holes_compaction_and_growth() {
+        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
+        let tx = hub.sender();
+        // Each live receiver with the step it registered at.
+        let mut live: Vec<(Receiver<u32, u64>, u64)> = Vec::new();
+        let n = if cfg!(miri) { 40 } else { 300 };
+        // A deterministic churn: mostly growth at first, then mostly removals
+        // from the front and the middle (holes), some from the back (trailing).
+        for step in 0..n {
+            let grow = step < n / 2 || step % 5 == 0;
+            if grow || live.is_empty() {
+                live.push((hub.receiver(), step));
+            } else {
+                let at = match step % 4 {
+                    0 => 0,
+                    1 => live.len() - 1,
+                    _ => live.len() / 2,
+                };
+                drop(live.remove(at));
+            }
+            let rxs: Vec<_> = live.iter().map(|(rx, _)| rx).collect();
+            assert_eq!(listed(&hub), addrs(&rxs), "fan-out order at step {step}");
+            assert_eq!(hub.stats().receivers, live.len() as u64);
+            tx.send((step % 4) as u32, 1).unwrap();
+        }
+        // Summed values: a receiver registered at step s got the sends of
+        // steps s..n, each once.
+        for (rx, since) in &mut live {
+            let got: u64 = rx.try_iter().map(|e| e.value).sum();
+            assert_eq!(got, n - *since, "receiver registered at step {since}");
+        }
+        drop(live);
+        assert!(listed(&hub).is_empty());
+        assert_eq!(hub.stats().receivers, 0);
+        hub.shared.with_list_writer(|w| {
+            assert_eq!((w.len, w.live), (0, 0));
+            let (growths, compactions) = w.rebuilds;
+            assert!(growths >= 3 && compactions >= 1, "{:?}", w.rebuilds);
+        });
+    }
+
+    /// The bench's pattern: one receiver registered and dropped at the end of
+    /// a standing list reuses the same index; no compaction, no growth.
+    #[test]
+    fn register_drop_at_the_end_reuses_the_index() {
+        let hub: Hub<u32, u64> = Hub::new();
+        let standing: Vec<_> = (0..10).map(|_| hub.receiver()).collect();
+        let capacity = hub.shared.with_list_writer(|w| w.array.len());
+        for _ in 0..100 {
+            drop(hub.receiver());
+            hub.shared.with_list_writer(|w| {
+                assert_eq!((w.len, w.live, w.array.len()), (10, 10, capacity));
+            });
+        }
+        assert_eq!(listed(&hub), addrs(&standing.iter().collect::<Vec<_>>()));
+    }
+
+    /// Receivers registered and dropped out of order (holes, compaction,
+    /// growth, index reuse) while a sender sends: under miri a view or array
+    /// reused, or a core freed, while a send could still read it is a data race
+    /// or use-after-free report. The receivers registered before the sender
+    /// started get every send exactly once (summed values, one per send); a
+    /// churned receiver gets at most the sends made while it was listed.
+    #[test]
+    fn churn_with_holes_during_sends() {
+        let (rounds, sends) = if cfg!(miri) { (6, 60) } else { (300, 20_000) };
+        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
+        let mut first = hub.receiver();
+        let tx = hub.sender();
+        let churn_hub = hub.clone();
+        let churn = thread::spawn(move || {
+            let mut max_got = 0;
+            for round in 0..rounds {
+                let mut rxs: Vec<_> = (0..5).map(|_| churn_hub.receiver()).collect();
+                // Drop the middle ones first (holes), then the rest, in an
+                // order that varies per round.
+                for at in [2, 1, round % 3] {
+                    let mut rx = rxs.remove(at.min(rxs.len() - 1));
+                    max_got = max_got.max(rx.try_iter().map(|e| e.value).sum::<u64>());
+                }
+                churn_hub.shared.with_list_writer(|w| {
+                    w.check();
+                });
+            }
+            max_got
+        });
+        let mut last = None;
+        for k in 0..sends {
+            tx.send(k % 8, 1).unwrap();
+            if k == 0 {
+                last = Some(hub.receiver());
+            }
+        }
+        let max_got = churn.join().unwrap();
+        assert!(max_got <= sends as u64);
+        hub.shared.with_list_writer(|w| {
+            let (growths, compactions) = w.rebuilds;
+            assert!(growths >= 1 && compactions >= 1, "{:?}", w.rebuilds);
+        });
+        drop((hub, tx));
+        let got: u64 = first.iter().map(|e| e.value).sum();
+        assert_eq!(got, sends as u64, "the first receiver got every send once");
+        let got: u64 = last.unwrap().iter().map(|e| e.value).sum();
+        assert_eq!(got, sends as u64 - 1, "a receiver gets every later send once");
     }
 }

@@ -116,6 +116,12 @@ impl<K, V> Shared<K, V> {
         self.hasher.hash_one(key)
     }
 
+    /// Runs `f` on the registry's writer side under the writer lock (tests).
+    #[cfg(test)]
+    pub(crate) fn with_list_writer<R>(&self, f: impl FnOnce(&ListWriter<K, V>) -> R) -> R {
+        f(&self.lock_writer().list)
+    }
+
     /// Runs `f` on the receiver list under the writer lock.
     fn with_list_locked<R>(&self, f: impl FnOnce(Listed<'_, K, V>) -> R) -> R {
         let w = self.lock_writer();
