@@ -105,28 +105,50 @@ impl<K, V> ViewCell<K, V> {
     }
 }
 
+/// [`Listed::split_last`]: the last core and the list before it.
+pub(crate) type LastAndRest<'a, K, V> = (&'a RxCore<K, V>, Listed<'a, K, V>);
+
 /// A borrowed receiver list: every core in it stays alive for `'a`.
 pub(crate) struct Listed<'a, K, V>(&'a [AtomicPtr<RxCore<K, V>>]);
 
 impl<'a, K, V> Listed<'a, K, V> {
+    /// The core an entry names, if it is not a hole.
+    #[inline]
+    fn core(entry: &'a AtomicPtr<RxCore<K, V>>) -> Option<&'a RxCore<K, V>> {
+        // Relaxed: a non-null entry a send can read was stored before the flip
+        // its entry CAS synchronized with (Release flip, Acquire entry), or,
+        // for a lock holder, by the writer itself; the core it names was built
+        // before that store. A concurrent store can only be a null (a receiver
+        // leaving): non-null stores land past every in-flight view, or in
+        // another array (module docs).
+        let core = entry.load(Ordering::Relaxed);
+        // SAFETY: `Listed` is made only by `Registry::list` (for a send in
+        // flight on its slot) and `ListWriter::listed` (for the lock holder). A
+        // non-null entry is the registry's count of a live core, released only
+        // after a grace period that waits for every send in flight when it was
+        // nulled, and only under the writer lock.
+        unsafe { core.as_ref() }
+    }
+
     /// The live cores, in fan-out (registration) order; holes are skipped.
     #[inline]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &'a RxCore<K, V>> + 'a {
-        self.0.iter().filter_map(|entry| {
-            // Relaxed: a non-null entry a send can read was stored before the
-            // flip its entry CAS synchronized with (Release flip, Acquire
-            // entry), or, for a lock holder, by the writer itself; the core it
-            // names was built before that store. A concurrent store can only be
-            // a null (a receiver leaving): non-null stores land past every
-            // in-flight view, or in another array (module docs).
-            let core = entry.load(Ordering::Relaxed);
-            // SAFETY: `Listed` is made only by `Registry::list` (for a send in
-            // flight on its slot) and `ListWriter::listed` (for the lock
-            // holder). A non-null entry is the registry's count of a live core,
-            // released only after a grace period that waits for every send in
-            // flight when it was nulled, and only under the writer lock.
-            unsafe { core.as_ref() }
-        })
+        self.0.iter().filter_map(Self::core)
+    }
+
+    /// The last live core and the list before it (to move the value into the
+    /// last). Trailing holes are rare: a writer publishes none, so only a
+    /// receiver leaving during this send makes one.
+    #[inline]
+    pub(crate) fn split_last(&self) -> Option<LastAndRest<'a, K, V>> {
+        let mut end = self.0.len();
+        while end > 0 {
+            end -= 1;
+            if let Some(last) = Self::core(&self.0[end]) {
+                return Some((last, Listed(&self.0[..end])));
+            }
+        }
+        None
     }
 }
 

@@ -105,15 +105,11 @@ where
         // SAFETY: this send is in flight on `slot` until `_in_flight` drops, after
         // the last use of `receivers`.
         let receivers = unsafe { shared.registry.list(slot) };
-        // Each receiver gets a clone but the last, which gets the value itself;
-        // the list may hold holes, so the last is known only at the end.
-        let mut previous = None;
-        for core in receivers.iter() {
-            if let Some(before) = previous.replace(core) {
-                before.deliver(hash, &key, value.clone());
+        if let Some((last, rest)) = receivers.split_last() {
+            // The list may hold holes (receivers that left): `iter` skips them.
+            for core in rest.iter() {
+                core.deliver(hash, &key, value.clone());
             }
-        }
-        if let Some(last) = previous {
             last.deliver(hash, &key, value);
         }
         Ok(())
