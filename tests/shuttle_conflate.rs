@@ -278,7 +278,11 @@ fn receiver_churn_out_of_order_during_sends() {
         assert_eq!(set, [0, 1, 2, 10, 11, 12, 99].into_iter().collect());
         let keys: Vec<u32> = consume_all(&mut stays).into_iter().map(|e| e.0).collect();
         let set: BTreeSet<u32> = keys.iter().copied().collect();
-        assert_eq!(keys.len(), set.len(), "duplicate key on a receiver: {keys:?}");
+        assert_eq!(
+            keys.len(),
+            set.len(),
+            "duplicate key on a receiver: {keys:?}"
+        );
         assert!(set.contains(&99), "a send after registration was missed");
     });
 }

@@ -51,7 +51,11 @@ use std::ptr;
 /// Holes tolerated before a compaction, whatever the number of live receivers
 /// (small under the model checkers and in unit tests, so that small models
 /// reach a compaction).
-const HOLES_MIN: usize = if cfg!(any(loom, shuttle, test)) { 1 } else { 16 };
+const HOLES_MIN: usize = if cfg!(any(loom, shuttle, test)) {
+    1
+} else {
+    16
+};
 
 /// The smallest array (small under the model checkers and in unit tests, so
 /// that small models reach a growth).
@@ -473,7 +477,9 @@ mod tests {
     }
 
     fn addrs(rxs: &[&Receiver<u32, u64>]) -> Vec<usize> {
-        rxs.iter().map(|rx| Arc::as_ptr(&rx.core) as usize).collect()
+        rxs.iter()
+            .map(|rx| Arc::as_ptr(&rx.core) as usize)
+            .collect()
     }
 
     /// Holes, trailing reuse, compaction and growth keep the fan-out in
@@ -583,6 +589,10 @@ mod tests {
         let got: u64 = first.iter().map(|e| e.value).sum();
         assert_eq!(got, sends as u64, "the first receiver got every send once");
         let got: u64 = last.unwrap().iter().map(|e| e.value).sum();
-        assert_eq!(got, sends as u64 - 1, "a receiver gets every later send once");
+        assert_eq!(
+            got,
+            sends as u64 - 1,
+            "a receiver gets every later send once"
+        );
     }
 }
