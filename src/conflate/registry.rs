@@ -25,11 +25,13 @@
 //!   view. Only then is the core's count taken back — and only then may an
 //!   index at or past the new length be reused by a later registration, so a
 //!   send never reads one index as two receivers (the reuse trap).
-//! - **compaction / growth**: when holes outnumber live receivers (and a
-//!   minimum), or the array is full, the live pointers are copied in order into
-//!   the spare array, which is published; the old array becomes the spare only
-//!   after a second grace period. Each copy is paid for by the removals (holes)
-//!   or registrations (half the capacity) since the last one: O(1) amortized.
+//! - **compaction / growth / shrinking**: when holes outnumber live receivers
+//!   (and a minimum), the array is full, or it is sized for four times the
+//!   live receivers, the live pointers are copied in order into the spare
+//!   array (or a fresh one sized for twice the live receivers), which is
+//!   published; the old array becomes the spare only after a second grace
+//!   period. Each copy is paid for by the removals or registrations since the
+//!   last one (at least as many as it copies): O(1) amortized.
 //!
 //! A send therefore reads at most `2 × live + HOLES_MIN` entries, each hole one
 //! load and a branch. Sends never wait for a writer. A writer waits only for
@@ -43,7 +45,7 @@
 
 use super::core::RxCore;
 use super::shared::HashState;
-use super::state::HubState;
+use super::state::{HubState, MAX_RECEIVERS};
 use crate::sync::{spin_wait, Arc, AtomicPtr, Ordering, UnsafeCell};
 use std::collections::HashMap;
 use std::ptr;
@@ -60,6 +62,19 @@ const HOLES_MIN: usize = if cfg!(any(loom, shuttle, test)) {
 /// The smallest array (small under the model checkers and in unit tests, so
 /// that small models reach a growth).
 const MIN_CAPACITY: usize = if cfg!(any(loom, shuttle, test)) { 2 } else { 8 };
+
+/// The capacity a rebuild gives the array for `live` receivers: room for as
+/// many registrations again (plus the one that may be waiting), so the next
+/// growth is paid for by those.
+fn capacity_for(live: usize) -> usize {
+    MIN_CAPACITY.max(2 * (live + 1))
+}
+
+/// Whether an array of `len` entries may serve a rebuild for `live`
+/// receivers: large enough, and not so large that a removal would shrink it.
+fn fits(len: usize, live: usize) -> bool {
+    (capacity_for(live)..=capacity_for(4 * live)).contains(&len)
+}
 
 /// An array of receiver pointers: `Arc::into_raw` of a listed core, or null (a
 /// hole, or never used). Its length is fixed at allocation; only the entries
@@ -243,6 +258,11 @@ impl<K, V> Registry<K, V> {
         state: &HubState,
         core: &Arc<RxCore<K, V>>,
     ) {
+        // Before anything changes, so that the panic leaves the list as it was.
+        assert!(
+            (w.live as u64) < MAX_RECEIVERS,
+            "too many receivers on one hub"
+        );
         if w.len == w.array.len() {
             self.rebuild(w, state);
         }
@@ -281,7 +301,11 @@ impl<K, V> Registry<K, V> {
                 w.len -= 1;
             }
         }
-        if w.len - w.live > w.live.max(HOLES_MIN) {
+        let too_many_holes = w.len - w.live > w.live.max(HOLES_MIN);
+        // An array sized for four times as many receivers as remain (a rebuild
+        // sizes it for twice as many) shrinks too.
+        let too_large = w.array.len() > capacity_for(4 * w.live);
+        if too_many_holes || too_large {
             // Publishes and waits for both grace periods itself.
             self.rebuild(w, state);
         } else {
@@ -297,7 +321,8 @@ impl<K, V> Registry<K, V> {
 
     /// Copies the live entries, in order, into a fresh array (the spare if it
     /// fits) sized for twice the live receivers plus one, publishes it, and
-    /// keeps the old array as the spare once no send can read it.
+    /// keeps the old array as the spare once no send can read it (if it could
+    /// serve the next rebuild).
     fn rebuild(&self, w: &mut ListWriter<K, V>, state: &HubState) {
         #[cfg(test)]
         if w.len > w.live {
@@ -305,10 +330,9 @@ impl<K, V> Registry<K, V> {
         } else {
             w.rebuilds.0 += 1;
         }
-        let capacity = MIN_CAPACITY.max(2 * (w.live + 1));
         let next = match w.spare.take() {
-            Some(spare) if (capacity..=4 * capacity).contains(&spare.len()) => spare,
-            _ => array(capacity),
+            Some(spare) if fits(spare.len(), w.live) => spare,
+            _ => array(capacity_for(w.live)),
         };
         let mut len = 0;
         for entry in &w.array[..w.len] {
@@ -332,7 +356,9 @@ impl<K, V> Registry<K, V> {
         // leave, nothing reads it, and its view is rewritten before that slot
         // is current again.
         Self::grace(state, stale);
-        w.spare = Some(old);
+        // Kept for the next rebuild only if it could serve it: a spare that
+        // could not (the list grew or shrank a lot) is freed now.
+        w.spare = fits(old.len(), w.live).then_some(old);
     }
 
     /// Empties the list; returns the registry's counts of every core that was
@@ -455,6 +481,12 @@ impl<K, V> ListWriter<K, V> {
             let last = self.array[self.len - 1].load(Ordering::Relaxed);
             assert!(!last.is_null(), "a trailing hole was kept");
         }
+        assert!(
+            self.array.len() <= capacity_for(4 * self.live),
+            "an array of {} entries for {} live receivers",
+            self.array.len(),
+            self.live
+        );
         assert!(
             self.len - self.live <= self.live.max(HOLES_MIN),
             "{} holes for {} live receivers",

@@ -42,6 +42,8 @@
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 const RECEIVER_MASK: u64 = (1 << 21) - 1;
+/// The most live receivers one hub counts.
+pub(crate) const MAX_RECEIVERS: u64 = RECEIVER_MASK;
 const RETAIN: u64 = 1 << 21;
 const QUIESCE: u64 = 1 << 22;
 const CURRENT: u64 = 1 << 23;
