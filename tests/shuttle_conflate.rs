@@ -222,6 +222,66 @@ fn receiver_churn_during_sends() {
     });
 }
 
+/// Receivers registered and dropped out of order while two senders send: the
+/// drops leave holes in the receiver array and then compact it, and the
+/// registrations grow it (under shuttle it starts at 2 entries and compacts at
+/// more holes than live receivers, at least 1; docs/design.md, "The
+/// registry"). The receiver registered before the sends gets each send exactly
+/// once; one registered during them never sees a key twice, and gets the send
+/// made after it registered.
+#[test]
+fn receiver_churn_out_of_order_during_sends() {
+    check(|| {
+        let hub: Hub<u32, u64> = Hub::new();
+        let mut first = hub.receiver();
+        let h2 = hub.clone();
+        let churn = thread::spawn(move || {
+            let mut churned: Vec<_> = (0..3).map(|_| h2.receiver()).collect();
+            let stays = h2.receiver();
+            // The middle one first, then the first, then the last: two holes,
+            // then three, more than the two live receivers (a compaction).
+            for at in [1, 0, 0] {
+                let mut rx = churned.remove(at);
+                let mut keys = BTreeSet::new();
+                while let Ok(e) = rx.try_recv() {
+                    assert!(keys.insert(e.key), "duplicate key on a churned receiver");
+                }
+            }
+            stays
+        });
+        let senders: Vec<_> = [0u32, 10]
+            .into_iter()
+            .map(|base| {
+                let tx = hub.sender();
+                thread::spawn(move || {
+                    for k in base..base + 3 {
+                        tx.send(k, 1).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in senders {
+            h.join().unwrap();
+        }
+        let mut stays = churn.join().unwrap();
+        hub.sender().send(99, 1).unwrap();
+        assert_eq!(hub.stats().receivers, 2);
+        drop(hub);
+        let keys: Vec<u32> = consume_all(&mut first).into_iter().map(|e| e.0).collect();
+        let set: BTreeSet<u32> = keys.iter().copied().collect();
+        assert_eq!(keys.len(), 7);
+        assert_eq!(set, [0, 1, 2, 10, 11, 12, 99].into_iter().collect());
+        let keys: Vec<u32> = consume_all(&mut stays).into_iter().map(|e| e.0).collect();
+        let set: BTreeSet<u32> = keys.iter().copied().collect();
+        assert_eq!(
+            keys.len(),
+            set.len(),
+            "duplicate key on a receiver: {keys:?}"
+        );
+        assert!(set.contains(&99), "a send after registration was missed");
+    });
+}
+
 /// `Hub::close` racing senders and two consumers: every send answers `Ok` or
 /// `Err`, nothing hangs, every receiver ends closed, later sends fail.
 #[test]

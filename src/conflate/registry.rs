@@ -1,238 +1,630 @@
-//! The receiver list: read by every send without a lock, replaced by the rare
-//! register / deregister / hard close.
+//! The receiver list: read by every send without a lock, changed by the rare
+//! register / deregister / hard close in O(1) amortized.
 //!
-//! Two list slots, and the hub's state word says which one is current and counts
-//! the sends in flight on each (see `state.rs`). A send enters on the current slot
-//! in the same CAS that decides it against a close, then reads that slot's list
-//! through a plain pointer load: no reference count, no hazard slot, nothing
-//! written. A writer, serialized by the hub's writer lock, rewrites the list in
-//! the *other* slot in place — after waiting until no send is still in flight
-//! there (the grace period: those sends entered before the previous flip) — and
-//! then flips `CURRENT`.
+//! One array of receiver pointers, in registration order (the fan-out order),
+//! with holes where receivers left; the writer side ([`ListWriter`]) lives under
+//! the hub's writer lock. A send does not read the writer's array length: it
+//! reads a *view* (array, length) of one of two view slots, the one its entry
+//! CAS on the hub state word picked and counted itself on (see `state.rs`). A
+//! writer publishes a change by writing the *other* view — after waiting until
+//! no send is in flight there (those sends entered before the previous flip) —
+//! and flipping `CURRENT`, together with the receiver count, in one CAS. So a
+//! send sees the list exactly as of its entry: every receiver registered
+//! before it entered, none registered after (docs/design.md, "The registry").
 //!
-//! The lists hold raw pointers (`Arc::into_raw`), not `Arc`s: the registry owns
-//! one strong count of every core in the *current* list. Rewriting a list is then
-//! a copy of pointers — no atomic read-modify-write per receiver, no allocation
-//! once both lists have grown — where it used to clone (and later drop) one `Arc`
-//! per receiver, each an RMW on that receiver's own cache line. A removed core's
-//! count is released only after the flip *and* a grace period on the list it was
-//! removed from: from then on no send can be reading that list (no new send
-//! enters a non-current slot), and the stale pointer in it is never dereferenced
-//! before the next writer overwrites it (see docs/design.md, "The registry").
+//! What a writer does, none of it a copy of the list:
 //!
-//! Sends never wait for a writer. A writer waits only for sends already in flight,
-//! each a bounded fan-out (user merges and filters included: they must not
-//! register or drop receivers of the same hub, which would wait for themselves).
+//! - **register**: store the pointer at the end of the array, publish. The
+//!   entry is past every view a send in flight holds (a view's length never
+//!   exceeds the writer's, see below), so no send reads it before the flip.
+//! - **deregister**: null the entry (a send in flight may still have read the
+//!   pointer), drop trailing holes from the length, publish, then wait a
+//!   second grace period on the slot it just left: afterwards no send that
+//!   could have read the pointer, or a view longer than the new length, is in
+//!   flight, and none can enter that slot before the next writer rewrites its
+//!   view. Only then is the core's count taken back — and only then may an
+//!   index at or past the new length be reused by a later registration, so a
+//!   send never reads one index as two receivers (the reuse trap).
+//! - **compaction / growth / shrinking**: when holes outnumber live receivers
+//!   (and a minimum), the array is full, or it is sized for four times the
+//!   live receivers, the live pointers are copied in order into the spare
+//!   array (or a fresh one sized for twice the live receivers), which is
+//!   published; the old array becomes the spare only after a second grace
+//!   period. Each copy is paid for by the removals or registrations since the
+//!   last one (at least as many as it copies): O(1) amortized.
 //!
-//! This replaces an `arc-swap` snapshot: that cost about 90 instructions per send
-//! (debt slot claim and release); this costs one pointer load, because the
-//! protection rides on the in-flight count the send takes anyway.
+//! A send therefore reads at most `2 × live + HOLES_MIN` entries, each hole one
+//! load and a branch. Sends never wait for a writer. A writer waits only for
+//! sends already in flight, each a bounded fan-out (user merges and filters
+//! included: they must not register or drop receivers of the same hub, which
+//! would wait for themselves; that panics instead, see `reentrancy.rs`).
+//!
+//! The array holds raw pointers (`Arc::into_raw`), not `Arc`s: the registry
+//! owns one strong count of every listed core, so publishing a change costs no
+//! atomic read-modify-write on any receiver's cache line.
 
 use super::core::RxCore;
-use super::state::HubState;
-use crate::sync::{spin_wait, Arc, AtomicPtr, Ordering};
+use super::shared::HashState;
+use super::state::{HubState, MAX_RECEIVERS};
+use crate::sync::{spin_wait, Arc, AtomicPtr, Ordering, UnsafeCell};
+use std::collections::HashMap;
+use std::ptr;
 
-/// Live receivers in registration order (the fan-out order), as pointers from
-/// `Arc::into_raw` (see the module docs for who owns them).
-type PtrList<K, V> = Vec<*const RxCore<K, V>>;
+/// Holes tolerated before a compaction, whatever the number of live receivers
+/// (small under the model checkers and in unit tests, so that small models
+/// reach a compaction).
+const HOLES_MIN: usize = if cfg!(any(loom, shuttle, test)) {
+    1
+} else {
+    16
+};
+
+/// The smallest array (small under the model checkers and in unit tests, so
+/// that small models reach a growth).
+const MIN_CAPACITY: usize = if cfg!(any(loom, shuttle, test)) { 2 } else { 8 };
+
+/// The capacity a rebuild gives the array for `live` receivers: room for as
+/// many registrations again (plus the one that may be waiting), so the next
+/// growth is paid for by those.
+fn capacity_for(live: usize) -> usize {
+    MIN_CAPACITY.max(2 * (live + 1))
+}
+
+/// Whether an array of `len` entries may serve a rebuild for `live`
+/// receivers: large enough, and not so large that a removal would shrink it.
+fn fits(len: usize, live: usize) -> bool {
+    (capacity_for(live)..=capacity_for(4 * live)).contains(&len)
+}
+
+/// An array of receiver pointers: `Arc::into_raw` of a listed core, or null (a
+/// hole, or never used). Its length is fixed at allocation; only the entries
+/// change.
+type Array<K, V> = Vec<AtomicPtr<RxCore<K, V>>>;
+
+fn array<K, V>(capacity: usize) -> Array<K, V> {
+    (0..capacity)
+        .map(|_| AtomicPtr::new(ptr::null_mut()))
+        .collect()
+}
+
+/// What a send reads: the first `len` entries of an array.
+struct View<K, V> {
+    entries: *const AtomicPtr<RxCore<K, V>>,
+    len: usize,
+}
+
+impl<K, V> Clone for View<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for View<K, V> {}
+
+/// One view slot. A model-checked cell: under loom, a writer that rewrote a
+/// view while a send in flight on its slot could still read it (a missing
+/// grace period) is reported as a data race on this cell.
+struct ViewCell<K, V>(UnsafeCell<View<K, V>>);
+
+// SAFETY: the cell holds a pointer into an array of `AtomicPtr`s (which are
+// `Send + Sync` for every pointee) and a length; sharing it between threads is
+// what the grace periods order: it is written only by the registry writer
+// (under the hub's writer lock) while its slot is not current and no send is in
+// flight on it, and read only by sends in flight on its slot.
+unsafe impl<K, V> Sync for ViewCell<K, V> {}
+// SAFETY: as above; the cell owns nothing (the arrays belong to `ListWriter`).
+unsafe impl<K, V> Send for ViewCell<K, V> {}
+
+impl<K, V> ViewCell<K, V> {
+    fn empty() -> Self {
+        ViewCell(UnsafeCell::new(View {
+            entries: ptr::null(),
+            len: 0,
+        }))
+    }
+}
 
 /// [`Listed::split_last`]: the last core and the list before it.
 pub(crate) type LastAndRest<'a, K, V> = (&'a RxCore<K, V>, Listed<'a, K, V>);
 
 /// A borrowed receiver list: every core in it stays alive for `'a`.
-pub(crate) struct Listed<'a, K, V>(&'a [*const RxCore<K, V>]);
+pub(crate) struct Listed<'a, K, V>(&'a [AtomicPtr<RxCore<K, V>>]);
 
 impl<'a, K, V> Listed<'a, K, V> {
-    /// The cores, in fan-out order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &'a RxCore<K, V>> + 'a {
-        // SAFETY: `Listed` is only made by `Registry::list`, whose contract keeps
-        // every listed core's strong count held by the registry (it is released
-        // only after this list stopped being current and every send in flight
-        // on it left; a writer reads only the current list) for `'a`.
-        self.0.iter().map(|&p| unsafe { &*p })
+    /// The core an entry names, if it is not a hole.
+    #[inline]
+    fn core(entry: &'a AtomicPtr<RxCore<K, V>>) -> Option<&'a RxCore<K, V>> {
+        // Relaxed: a non-null entry a send can read was stored before the flip
+        // its entry CAS synchronized with (Release flip, Acquire entry), or,
+        // for a lock holder, by the writer itself; the core it names was built
+        // before that store. A concurrent store can only be a null (a receiver
+        // leaving): non-null stores land past every in-flight view, or in
+        // another array (module docs).
+        let core = entry.load(Ordering::Relaxed);
+        // SAFETY: `Listed` is made only by `Registry::list` (for a send in
+        // flight on its slot) and `ListWriter::listed` (for the lock holder). A
+        // non-null entry is the registry's count of a live core, released only
+        // after a grace period that waits for every send in flight when it was
+        // nulled, and only under the writer lock.
+        unsafe { core.as_ref() }
     }
 
-    /// The last core and the ones before it (to move the value into the last).
+    /// The live cores, in fan-out (registration) order; holes are skipped.
+    #[inline]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &'a RxCore<K, V>> + 'a {
+        self.0.iter().filter_map(Self::core)
+    }
+
+    /// The last live core and the list before it (to move the value into the
+    /// last). Trailing holes are rare: a writer publishes none, so only a
+    /// receiver leaving during this send makes one.
+    #[inline]
     pub(crate) fn split_last(&self) -> Option<LastAndRest<'a, K, V>> {
-        let (&last, rest) = self.0.split_last()?;
-        // SAFETY: as in `iter`.
-        let last = unsafe { &*last };
-        Some((last, Listed(rest)))
+        let mut end = self.0.len();
+        while end > 0 {
+            end -= 1;
+            if let Some(last) = Self::core(&self.0[end]) {
+                return Some((last, Listed(&self.0[..end])));
+            }
+        }
+        None
     }
 }
 
+/// The registry's shared side: the two views sends read.
 pub(crate) struct Registry<K, V> {
-    slots: [AtomicPtr<PtrList<K, V>>; 2],
+    views: [ViewCell<K, V>; 2],
 }
 
 impl<K, V> Registry<K, V> {
     pub(crate) fn new() -> Self {
-        let empty = || AtomicPtr::new(Box::into_raw(Box::new(PtrList::new())));
         Registry {
-            slots: [empty(), empty()],
+            views: [ViewCell::empty(), ViewCell::empty()],
         }
     }
 
-    /// The list of `slot`.
+    /// The list a send in flight on `slot` fans out to.
     ///
     /// # Safety
     /// The caller is a send in flight on `slot` (`HubState::enter_send` returned
-    /// `InFlight(slot)` and `leave_send(slot)` has not run), or holds the registry
-    /// writer lock and `slot` is the current one. Either way no writer rewrites
-    /// that slot's list, nor releases a core in it, meanwhile.
+    /// `InFlight(slot)` and `leave_send(slot)` has not run) for as long as it
+    /// uses the returned list: no writer rewrites that view, reuses an index
+    /// inside it, frees its array or releases a core in it meanwhile.
+    #[inline]
     pub(crate) unsafe fn list(&self, slot: usize) -> Listed<'_, K, V> {
-        // Acquire pairs with the Release flip (`flip_list`), which follows the
-        // writer's last store into this list: the caller entered after it.
-        let ptr = self.slots[slot].load(Ordering::Acquire);
-        // SAFETY: both slot pointers come from `Box::into_raw` in `new` and are
-        // freed only in `drop`; a writer mutates a list only while its slot is
-        // not current and no send is in flight on it, which the caller's
-        // contract excludes for the borrow.
-        Listed(unsafe { &*ptr }.as_slice())
+        // A plain read: the view was written before the flip that made `slot`
+        // current, and the caller's entry CAS (Acquire) read that flip or a
+        // later RMW of its release sequence.
+        // SAFETY: no writer writes this cell while a send is in flight on its
+        // slot (the writer waits until none is, and none enters a slot that is
+        // not current, which it is while written).
+        let view = self.views[slot].0.with(|v| unsafe { *v });
+        if view.len == 0 {
+            return Listed(&[]);
+        }
+        // SAFETY: a non-empty view names the first `len` entries of an array of
+        // `ListWriter` (`publish`), which is freed or reused only after a grace
+        // period that waits for every send in flight on a slot whose view names
+        // it (the caller's contract).
+        Listed(unsafe { std::slice::from_raw_parts(view.entries, view.len) })
     }
 
-    /// Rewrites the non-current list as `edit(copy of the current list)` and
-    /// flips to it, setting the state word's receiver count in the same step.
-    /// Returns the slot that was current (now stale). The caller holds the
-    /// registry writer lock.
-    fn rewrite(&self, state: &HubState, edit: impl FnOnce(&mut PtrList<K, V>)) -> usize {
+    /// Publishes the writer's array and length to new sends and sets the state
+    /// word's receiver count: writes the view of the non-current slot, after
+    /// waiting until no send is in flight there, then flips `CURRENT` to it.
+    /// Returns the slot that was current (now stale: its view is the old one).
+    fn publish(&self, w: &ListWriter<K, V>, state: &HubState) -> usize {
         let cur = state.load().current();
         let other = 1 - cur;
-        // Grace period: sends still in flight on `other` entered before the last
-        // flip and may be reading its list. New sends cannot enter there until we
-        // flip (only the writer flips, and we are it). Acquire (in `load`) pairs
-        // with their Release `leave_send`: their reads happen-before the writes.
+        // Grace period: sends still in flight on `other` entered before the
+        // last flip and may be reading its view. New sends cannot enter there
+        // until we flip (only the writer flips, and we are it). Acquire (in
+        // `load`) pairs with their Release `leave_send`: their reads
+        // happen-before the write below.
         spin_wait(|| state.load().in_flight(other) == 0);
-        // Relaxed: only writers store these pointers (never after `new`), and we
-        // hold the writer lock.
-        let cur_ptr = self.slots[cur].load(Ordering::Relaxed);
-        let other_ptr = self.slots[other].load(Ordering::Relaxed);
-        // The grace period, asserted where it matters: a list is rewritten (and
-        // a core it named released) only while no send is in flight on its
-        // slot. Checked in debug builds and under the model checkers (whose CI
-        // runs are release builds), so a missing or broken grace period fails a
-        // model with this message instead of surfacing, if at all, as a crash on
-        // reused memory. Sound as an invariant: after the wait above no send can
-        // enter `other` before our flip below.
-        assert_grace(state, other, "rewriting");
-        // SAFETY: two distinct boxes from `new`. `cur`'s list is only read (by
-        // sends in flight on it, and by us); `other`'s list has no reader (grace
-        // period above) and none can start before the flip below, so the
-        // exclusive borrow is unique.
-        let (current, next) = unsafe { (&*cur_ptr, &mut *other_ptr) };
-        next.clear();
-        next.extend_from_slice(current);
-        edit(next);
-        let receivers = next.len() as u64;
+        // Checked in debug builds and under the model checkers (whose CI runs
+        // are release builds), so a missing grace period fails a model with
+        // this message as well as loom's report of the race on the cell.
+        assert_grace(state, other, "rewriting the view of");
+        let view = View {
+            entries: w.array.as_ptr(),
+            len: w.len,
+        };
+        // SAFETY: no send is in flight on `other` (waited above) and none can
+        // enter it before the flip below; writers are serialized by the writer
+        // lock, so this is the only access.
+        self.views[other].0.with_mut(|v| unsafe { *v = view });
         // Release (in the flip's RMW): a send that enters on `other` after it
-        // sees the list written above.
-        state.flip_list(receivers);
+        // sees the view written above, and every entry and core stored before.
+        state.flip_list(w.live as u64);
         cur
     }
 
     /// Waits until no send is in flight on `stale`, a slot that is no longer
-    /// current: afterwards none reads its list until a writer rewrites it.
+    /// current: afterwards none reads its view (nor the entries, array and
+    /// cores it names) until a writer rewrites it.
     fn grace(state: &HubState, stale: usize) {
         // Acquire pairs with each such send's Release `leave_send`: its last
-        // touch of any core happens-before the caller releases one.
+        // touch of any entry or core happens-before the caller reuses or
+        // releases one.
         spin_wait(|| state.load().in_flight(stale) == 0);
-        assert_grace(state, stale, "releasing cores of");
+        assert_grace(state, stale, "releasing what the view names of");
     }
 
-    /// Appends `core`. The caller holds the registry writer lock.
-    pub(crate) fn register(&self, state: &HubState, core: &Arc<RxCore<K, V>>) {
-        let ptr = Arc::into_raw(core.clone());
-        self.rewrite(state, |next| next.push(ptr));
+    /// Appends `core`. O(1) amortized: the array grows by doubling.
+    pub(crate) fn register(
+        &self,
+        w: &mut ListWriter<K, V>,
+        state: &HubState,
+        core: &Arc<RxCore<K, V>>,
+    ) {
+        // Before anything changes, so that the panic leaves the list as it was.
+        assert!(
+            (w.live as u64) < MAX_RECEIVERS,
+            "too many receivers on one hub"
+        );
+        if w.len == w.array.len() {
+            self.rebuild(w, state);
+        }
+        let raw = Arc::into_raw(core.clone());
+        // Relaxed: published by the flip in `publish`. Index `len` is past
+        // every view a send in flight holds (views longer than the writer's
+        // length exist only inside a deregistration, before its second grace
+        // period), so no send reads this entry before then.
+        w.array[w.len].store(raw.cast_mut(), Ordering::Relaxed);
+        w.index.insert(raw as usize, w.len);
+        w.len += 1;
+        w.live += 1;
+        self.publish(w, state);
     }
 
     /// Removes `core` (if listed) and returns the registry's count of it, once
-    /// no send can still touch it through a list. The caller holds the registry
-    /// writer lock.
+    /// no send can still touch it through a view.
     pub(crate) fn deregister(
         &self,
+        w: &mut ListWriter<K, V>,
         state: &HubState,
         core: &RxCore<K, V>,
     ) -> Option<Arc<RxCore<K, V>>> {
-        let target: *const RxCore<K, V> = core;
-        let mut removed = None;
-        let stale = self.rewrite(state, |next| {
-            if let Some(i) = next.iter().position(|&p| p == target) {
-                // The listed pointer, not `target`: it carries the provenance
-                // of `Arc::into_raw` (the whole allocation, counts included).
-                removed = Some(next.remove(i));
+        let at = w.index.remove(&(core as *const RxCore<K, V> as usize))?;
+        // The listed pointer, not `core`: it carries the provenance of
+        // `Arc::into_raw` (the whole allocation, counts included). Relaxed:
+        // sends in flight read null or the core; the flip below orders the
+        // null before every later entry.
+        let removed = w.array[at].swap(ptr::null_mut(), Ordering::Relaxed);
+        debug_assert!(!removed.is_null(), "a listed core has a non-null entry");
+        w.live -= 1;
+        if at + 1 == w.len {
+            // Trailing holes go: their indices may be reused after the
+            // second grace period below. Each hole is dropped once.
+            while w.len > 0 && w.array[w.len - 1].load(Ordering::Relaxed).is_null() {
+                w.len -= 1;
             }
-        });
-        let removed = removed?;
-        Self::grace(state, stale);
-        // SAFETY: `removed` was in the current list, so the registry owns one
-        // count of it from `Arc::into_raw` (in `register`); it is no longer in
-        // the current list, and the grace period means no send reads the stale
-        // list. It is taken back once: it left the list.
+        }
+        let too_many_holes = w.len - w.live > w.live.max(HOLES_MIN);
+        // An array sized for four times as many receivers as remain (a rebuild
+        // sizes it for twice as many) shrinks too.
+        let too_large = w.array.len() > capacity_for(4 * w.live);
+        if too_many_holes || too_large {
+            // Publishes and waits for both grace periods itself.
+            self.rebuild(w, state);
+        } else {
+            let stale = self.publish(w, state);
+            Self::grace(state, stale);
+        }
+        // SAFETY: `removed` was listed, so the registry owns one count of it
+        // from `Arc::into_raw` (in `register`); its entry is null, every view
+        // published since lacks it, and no send that read it is in flight (the
+        // grace periods above). It is taken back once: its index entry is gone.
         Some(unsafe { Arc::from_raw(removed) })
     }
 
-    /// Empties the list; returns the registry's counts of every core that was
-    /// listed, once no send can still touch them through a list. The caller
-    /// holds the registry writer lock.
-    pub(crate) fn clear(&self, state: &HubState) -> Vec<Arc<RxCore<K, V>>> {
-        let stale = self.rewrite(state, |next| next.clear());
+    /// Copies the live entries, in order, into a fresh array (the spare if it
+    /// fits) sized for twice the live receivers plus one, publishes it, and
+    /// keeps the old array as the spare once no send can read it (if it could
+    /// serve the next rebuild).
+    fn rebuild(&self, w: &mut ListWriter<K, V>, state: &HubState) {
+        #[cfg(test)]
+        if w.len > w.live {
+            w.rebuilds.1 += 1;
+        } else {
+            w.rebuilds.0 += 1;
+        }
+        let next = match w.spare.take() {
+            Some(spare) if fits(spare.len(), w.live) => spare,
+            _ => array(capacity_for(w.live)),
+        };
+        let mut len = 0;
+        for entry in &w.array[..w.len] {
+            // Relaxed: only the writer stores entries, and we are it.
+            let core = entry.load(Ordering::Relaxed);
+            if !core.is_null() {
+                // Relaxed: `next` is no view's array (it is fresh, or the
+                // spare, whose last readers left before it became the spare);
+                // published by the flip in `publish`.
+                next[len].store(core, Ordering::Relaxed);
+                w.index.insert(core as usize, len);
+                len += 1;
+            }
+        }
+        debug_assert_eq!(len, w.live);
+        let old = std::mem::replace(&mut w.array, next);
+        w.len = len;
+        let stale = self.publish(w, state);
+        // The old array is named by no view but the stale one (the other slot's
+        // senders were drained by `publish`); once the stale slot's senders
+        // leave, nothing reads it, and its view is rewritten before that slot
+        // is current again.
         Self::grace(state, stale);
-        // Relaxed: as in `rewrite`.
-        let ptr = self.slots[stale].load(Ordering::Relaxed);
-        // `stale` was current until the flip: every pointer in its list carries
-        // a count the registry owns (from `register`), none of them is in the
-        // (now empty) current list. The list is then left with no pointer in it,
-        // so each count is taken back once.
-        // SAFETY: a box from `new`; no send reads the stale list (grace period).
-        let listed = unsafe { &mut *ptr };
+        // Kept for the next rebuild only if it could serve it: a spare that
+        // could not (the list grew or shrank a lot) is freed now.
+        w.spare = fits(old.len(), w.live).then_some(old);
+    }
+
+    /// Empties the list; returns the registry's counts of every core that was
+    /// listed, once no send can still touch them through a view.
+    pub(crate) fn clear(
+        &self,
+        w: &mut ListWriter<K, V>,
+        state: &HubState,
+    ) -> Vec<Arc<RxCore<K, V>>> {
+        let listed: Vec<*mut RxCore<K, V>> = w.array[..w.len]
+            .iter()
+            // Relaxed: as in `deregister`.
+            .map(|entry| entry.swap(ptr::null_mut(), Ordering::Relaxed))
+            .filter(|core| !core.is_null())
+            .collect();
+        w.len = 0;
+        w.live = 0;
+        w.index.clear();
+        let stale = self.publish(w, state);
+        Self::grace(state, stale);
         listed
-            .drain(..)
-            // SAFETY: as above: each drained pointer carries one count the
-            // registry owns, taken back once.
-            .map(|p| unsafe { Arc::from_raw(p) })
+            .into_iter()
+            // SAFETY: each was a listed entry, so the registry owns one count
+            // of it; all are nulled, unpublished and past their grace periods
+            // (as in `deregister`); each is taken back once.
+            .map(|core| unsafe { Arc::from_raw(core) })
             .collect()
     }
 }
 
-impl<K, V> Registry<K, V> {
-    /// Takes back the registry's count of every core in the `current` list (the
-    /// state word's current slot). Called once, by the owner's `Drop`, when no
-    /// send and no writer exists any more.
-    pub(crate) fn release_listed(&mut self, current: usize) {
-        let ptr = self.slots[current].load(Ordering::Relaxed);
-        // SAFETY: `&mut self`: no reader; the box from `new` is still live
-        // (freed only in `drop`, after this).
-        let listed = unsafe { &mut *ptr };
-        for p in listed.drain(..) {
-            // SAFETY: the current list owns one count of each of its cores
-            // (from `register`); drained, so each is taken back once.
-            drop(unsafe { Arc::from_raw(p) });
+/// The registry's writer side: the array, its length and the index of each
+/// listed core. Lives under the hub's writer lock, which serializes every
+/// writer; dropping it (with the hub's shared state: no send and no writer
+/// remains) takes back the registry's count of every core still listed
+/// (receivers dropped inside a send stay listed).
+pub(crate) struct ListWriter<K, V> {
+    /// Receivers in registration order, with holes (null); never resized in
+    /// place (a rebuild replaces it), so a view's pointer stays valid.
+    array: Array<K, V>,
+    /// Entries `..len` are published (the last one is live, or `len == 0`).
+    len: usize,
+    /// Non-null entries in `..len`: the live receivers.
+    live: usize,
+    /// The array index of each listed core, by address.
+    index: HashMap<usize, usize, HashState>,
+    /// The previous array, read by no send: the next rebuild's target.
+    spare: Option<Array<K, V>>,
+    /// Rebuilds so far: (growths, compactions) (tests).
+    #[cfg(test)]
+    rebuilds: (usize, usize),
+}
+
+impl<K, V> ListWriter<K, V> {
+    pub(crate) fn new() -> Self {
+        ListWriter {
+            array: Vec::new(),
+            len: 0,
+            live: 0,
+            index: HashMap::default(),
+            spare: None,
+            #[cfg(test)]
+            rebuilds: (0, 0),
         }
+    }
+
+    /// The listed cores, for the holder of the writer lock (`&self` is only
+    /// reachable through it): none is released while the borrow lasts.
+    pub(crate) fn listed(&self) -> Listed<'_, K, V> {
+        Listed(&self.array[..self.len])
     }
 }
 
-impl<K, V> Drop for Registry<K, V> {
+impl<K, V> Drop for ListWriter<K, V> {
     fn drop(&mut self) {
-        for slot in &self.slots {
-            let ptr = slot.load(Ordering::Relaxed);
-            // SAFETY: `&mut self`: no send and no writer exists any more; each
-            // pointer came from `Box::into_raw` and is freed once, here. The
-            // cores it names are not touched (their counts are released by
-            // `release_listed` or were already taken back).
-            drop(unsafe { Box::from_raw(ptr) });
+        for entry in &self.array[..self.len] {
+            // Relaxed: `&mut self`: no send and no other writer exists.
+            let core = entry.load(Ordering::Relaxed);
+            if !core.is_null() {
+                // SAFETY: a listed entry: the registry owns one count of it
+                // (from `register`), taken back once, here.
+                drop(unsafe { Arc::from_raw(core) });
+            }
         }
     }
 }
 
 /// Fails loudly (debug builds, loom, shuttle) if a send is still in flight on
-/// `slot` when the writer is about to `what` its list.
+/// `slot` when the writer is about to `what` that slot.
 fn assert_grace(state: &HubState, slot: usize, what: &str) {
     if cfg!(any(loom, shuttle, debug_assertions)) {
         let in_flight = state.load().in_flight(slot);
         assert!(
             in_flight == 0,
-            "registry: {what} receiver list {slot} while {in_flight} send(s) in flight \
+            "registry: {what} slot {slot} while {in_flight} send(s) in flight \
              may still read it (grace period not awaited)"
+        );
+    }
+}
+
+#[cfg(test)]
+impl<K, V> ListWriter<K, V> {
+    /// Checks the writer side's invariants and returns the listed cores in
+    /// fan-out order.
+    pub(crate) fn check(&self) -> Vec<*const RxCore<K, V>> {
+        assert!(self.len <= self.array.len());
+        let listed: Vec<_> = self.array[..self.len]
+            .iter()
+            .map(|entry| entry.load(Ordering::Relaxed).cast_const())
+            .filter(|core| !core.is_null())
+            .collect();
+        assert_eq!(listed.len(), self.live, "live count");
+        assert_eq!(self.index.len(), self.live, "index size");
+        for (at, core) in self.array[..self.len].iter().enumerate() {
+            let core = core.load(Ordering::Relaxed);
+            if !core.is_null() {
+                assert_eq!(self.index.get(&(core as usize)), Some(&at), "index");
+            }
+        }
+        if self.len > 0 {
+            let last = self.array[self.len - 1].load(Ordering::Relaxed);
+            assert!(!last.is_null(), "a trailing hole was kept");
+        }
+        assert!(
+            self.array.len() <= capacity_for(4 * self.live),
+            "an array of {} entries for {} live receivers",
+            self.array.len(),
+            self.live
+        );
+        assert!(
+            self.len - self.live <= self.live.max(HOLES_MIN),
+            "{} holes for {} live receivers",
+            self.len - self.live,
+            self.live
+        );
+        listed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Hub, Receiver};
+    use crate::sync::Arc;
+    use std::thread;
+
+    fn listed(hub: &Hub<u32, u64>) -> Vec<usize> {
+        hub.shared
+            .with_list_writer(|w| w.check().into_iter().map(|p| p as usize).collect())
+    }
+
+    fn addrs(rxs: &[&Receiver<u32, u64>]) -> Vec<usize> {
+        rxs.iter()
+            .map(|rx| Arc::as_ptr(&rx.core) as usize)
+            .collect()
+    }
+
+    /// Holes, trailing reuse, compaction and growth keep the fan-out in
+    /// registration order, the state word's count right and the holes bounded;
+    /// every live receiver gets every send, once.
+    #[test]
+    fn order_holes_compaction_and_growth() {
+        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
+        let tx = hub.sender();
+        // Each live receiver with the step it registered at.
+        let mut live: Vec<(Receiver<u32, u64>, u64)> = Vec::new();
+        let n = if cfg!(miri) { 40 } else { 300 };
+        // A deterministic churn: mostly growth at first, then mostly removals
+        // from the front and the middle (holes), some from the back (trailing).
+        for step in 0..n {
+            let grow = step < n / 2 || step % 5 == 0;
+            if grow || live.is_empty() {
+                live.push((hub.receiver(), step));
+            } else {
+                let at = match step % 4 {
+                    0 => 0,
+                    1 => live.len() - 1,
+                    _ => live.len() / 2,
+                };
+                drop(live.remove(at));
+            }
+            let rxs: Vec<_> = live.iter().map(|(rx, _)| rx).collect();
+            assert_eq!(listed(&hub), addrs(&rxs), "fan-out order at step {step}");
+            assert_eq!(hub.stats().receivers, live.len() as u64);
+            tx.send((step % 4) as u32, 1).unwrap();
+        }
+        // Summed values: a receiver registered at step s got the sends of
+        // steps s..n, each once.
+        for (rx, since) in &mut live {
+            let got: u64 = rx.try_iter().map(|e| e.value).sum();
+            assert_eq!(got, n - *since, "receiver registered at step {since}");
+        }
+        drop(live);
+        assert!(listed(&hub).is_empty());
+        assert_eq!(hub.stats().receivers, 0);
+        hub.shared.with_list_writer(|w| {
+            assert_eq!((w.len, w.live), (0, 0));
+            let (growths, compactions) = w.rebuilds;
+            assert!(growths >= 3 && compactions >= 1, "{:?}", w.rebuilds);
+        });
+    }
+
+    /// The bench's pattern: one receiver registered and dropped at the end of
+    /// a standing list reuses the same index; no compaction, no growth.
+    #[test]
+    fn register_drop_at_the_end_reuses_the_index() {
+        let hub: Hub<u32, u64> = Hub::new();
+        let standing: Vec<_> = (0..10).map(|_| hub.receiver()).collect();
+        let capacity = hub.shared.with_list_writer(|w| w.array.len());
+        for _ in 0..100 {
+            drop(hub.receiver());
+            hub.shared.with_list_writer(|w| {
+                assert_eq!((w.len, w.live, w.array.len()), (10, 10, capacity));
+            });
+        }
+        assert_eq!(listed(&hub), addrs(&standing.iter().collect::<Vec<_>>()));
+    }
+
+    /// Receivers registered and dropped out of order (holes, compaction,
+    /// growth, index reuse) while a sender sends: under miri a view or array
+    /// reused, or a core freed, while a send could still read it is a data race
+    /// or use-after-free report. The receivers registered before the sender
+    /// started get every send exactly once (summed values, one per send); a
+    /// churned receiver gets at most the sends made while it was listed.
+    #[test]
+    fn churn_with_holes_during_sends() {
+        let (rounds, sends) = if cfg!(miri) { (6, 60) } else { (300, 20_000) };
+        let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
+        let mut first = hub.receiver();
+        let tx = hub.sender();
+        let churn_hub = hub.clone();
+        let churn = thread::spawn(move || {
+            let mut max_got = 0;
+            for round in 0..rounds {
+                let mut rxs: Vec<_> = (0..5).map(|_| churn_hub.receiver()).collect();
+                // Drop the middle ones first (holes), then the rest, in an
+                // order that varies per round.
+                for at in [2, 1, round % 3] {
+                    let mut rx = rxs.remove(at.min(rxs.len() - 1));
+                    max_got = max_got.max(rx.try_iter().map(|e| e.value).sum::<u64>());
+                }
+                churn_hub.shared.with_list_writer(|w| {
+                    w.check();
+                });
+            }
+            max_got
+        });
+        let mut last = None;
+        for k in 0..sends {
+            tx.send(k % 8, 1).unwrap();
+            if k == 0 {
+                last = Some(hub.receiver());
+            }
+        }
+        let max_got = churn.join().unwrap();
+        assert!(max_got <= sends as u64);
+        hub.shared.with_list_writer(|w| {
+            let (growths, compactions) = w.rebuilds;
+            assert!(growths >= 1 && compactions >= 1, "{:?}", w.rebuilds);
+        });
+        drop((hub, tx));
+        let got: u64 = first.iter().map(|e| e.value).sum();
+        assert_eq!(got, sends as u64, "the first receiver got every send once");
+        let got: u64 = last.unwrap().iter().map(|e| e.value).sum();
+        assert_eq!(
+            got,
+            sends as u64 - 1,
+            "a receiver gets every later send once"
         );
     }
 }

@@ -107,6 +107,7 @@ where
         // the last use of `receivers`.
         let receivers = unsafe { shared.registry.list(slot) };
         if let Some((last, rest)) = receivers.split_last() {
+            // The list may hold holes (receivers that left): `iter` skips them.
             for core in rest.iter() {
                 core.deliver(hash, &key, value.clone());
             }

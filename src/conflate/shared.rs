@@ -2,7 +2,7 @@
 //! hasher and the hub's default merge.
 
 use super::core::RxCore;
-use super::registry::{Listed, Registry};
+use super::registry::{ListWriter, Listed, Registry};
 use super::state::HubState;
 use super::table::Table;
 use crate::error::SendError;
@@ -29,15 +29,19 @@ thread_local! {
 
 /// The registry writer's lock: serializes register, deregister and the closes'
 /// walks over the list. No send ever takes it.
-struct Writer {
+struct Writer<K, V> {
     /// Set by `Hub::close`: receivers made afterwards are born closed.
     closed: bool,
+    /// The registry's writer side (its array, length and index). Dropped with
+    /// the hub's shared state, it takes back the registry's count of every core
+    /// still listed (receivers dropped inside a send stay listed).
+    list: ListWriter<K, V>,
 }
 
 pub(crate) struct Shared<K, V> {
     pub(crate) state: HubState,
     pub(crate) registry: Registry<K, V>,
-    writer: Mutex<Writer>,
+    writer: Mutex<Writer<K, V>>,
     hasher: HashState,
     pub(crate) merge: Merge<V>,
     /// `Hub` and `Sender` handles alive; the last one to drop closes the send side.
@@ -61,22 +65,15 @@ impl Drop for Unquiesce<'_> {
     }
 }
 
-impl<K, V> Drop for Shared<K, V> {
-    fn drop(&mut self) {
-        // The last handle (hub, sender, receiver) is gone: no send and no writer
-        // exists. The registry's counts of the cores still listed (receivers
-        // dropped inside a send stay listed) are taken back here.
-        let current = self.state.load().current();
-        self.registry.release_listed(current);
-    }
-}
-
 impl<K, V> Shared<K, V> {
     pub(crate) fn new(merge: Merge<V>, retain: bool) -> Self {
         Shared {
             state: HubState::new(retain),
             registry: Registry::new(),
-            writer: Mutex::new(Writer { closed: false }),
+            writer: Mutex::new(Writer {
+                closed: false,
+                list: ListWriter::new(),
+            }),
             hasher: HashState::default(),
             merge,
             handles: AtomicUsize::new(1),
@@ -105,7 +102,7 @@ impl<K, V> Shared<K, V> {
 
     /// The hub-wide lock (registry writers only). Tests count its acquisitions
     /// to show that no send takes it.
-    fn lock_writer(&self) -> crate::sync::MutexGuard<'_, Writer> {
+    fn lock_writer(&self) -> crate::sync::MutexGuard<'_, Writer<K, V>> {
         #[cfg(test)]
         WRITER_LOCKS.with(|n| n.set(n.get() + 1));
         lock(&self.writer)
@@ -120,27 +117,30 @@ impl<K, V> Shared<K, V> {
         self.hasher.hash_one(key)
     }
 
-    /// Runs `f` on the current receiver list under the writer lock.
-    fn with_list_locked<R>(&self, f: impl FnOnce(&mut Writer, Listed<'_, K, V>) -> R) -> R {
-        let mut w = self.lock_writer();
-        let cur = self.state.load().current();
-        // SAFETY: we hold the writer lock and `cur` is the current slot.
-        let list = unsafe { self.registry.list(cur) };
-        f(&mut w, list)
+    /// Runs `f` on the registry's writer side under the writer lock (tests).
+    #[cfg(test)]
+    pub(crate) fn with_list_writer<R>(&self, f: impl FnOnce(&ListWriter<K, V>) -> R) -> R {
+        f(&self.lock_writer().list)
+    }
+
+    /// Runs `f` on the receiver list under the writer lock.
+    fn with_list_locked<R>(&self, f: impl FnOnce(Listed<'_, K, V>) -> R) -> R {
+        let w = self.lock_writer();
+        f(w.list.listed())
     }
 
     /// Adds a receiver, unless the hub or the send side is closed (then it is
     /// born closed: nothing could ever reach it).
     pub(crate) fn register(&self, core: &Arc<RxCore<K, V>>) {
         forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
-        let w = self.lock_writer();
+        let mut w = self.lock_writer();
         // Under the writer lock: `close_tx` marks every registered receiver under
         // it too, so a receiver either is born closed or gets marked.
         if w.closed || self.state.load().tx_closed() {
             core.close();
             return;
         }
-        self.registry.register(&self.state, core);
+        self.registry.register(&mut w.list, &self.state, core);
     }
 
     /// Registers a receiver born with the state table pending (rule 12), as one
@@ -162,7 +162,7 @@ impl<K, V> Shared<K, V> {
         V: Clone,
     {
         forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
-        let w = self.lock_writer();
+        let mut w = self.lock_writer();
         if w.closed || self.state.load().tx_closed() {
             core.close();
             return;
@@ -190,15 +190,15 @@ impl<K, V> Shared<K, V> {
                     .take(limit),
             );
         }
-        self.registry.register(&self.state, core);
+        self.registry.register(&mut w.list, &self.state, core);
         // `_resume` clears QUIESCE (after the flip: a send that enters then
         // reads the list with `core` in it), then the writer lock is released.
     }
 
     pub(crate) fn deregister(&self, core: &RxCore<K, V>) {
         let released = {
-            let _w = self.lock_writer();
-            self.registry.deregister(&self.state, core)
+            let mut w = self.lock_writer();
+            self.registry.deregister(&mut w.list, &self.state, core)
         };
         // The registry's count, dropped outside the lock (the caller holds
         // another, so nothing is freed here in practice).
@@ -209,7 +209,7 @@ impl<K, V> Shared<K, V> {
     /// finished, so a drain may be complete. Takes the writer lock (the caller is
     /// no longer in flight, so the list must be read under it); rare.
     pub(crate) fn wake_all(&self) {
-        self.with_list_locked(|_, list| {
+        self.with_list_locked(|list| {
             for core in list.iter() {
                 core.notify.notify(usize::MAX);
             }
@@ -219,7 +219,7 @@ impl<K, V> Shared<K, V> {
     pub(crate) fn close_tx(&self) {
         forbid_inside_send(self, "Sender::close");
         self.state.close_tx();
-        self.with_list_locked(|_, list| {
+        self.with_list_locked(|list| {
             for core in list.iter() {
                 core.mark_tx_closed();
             }
@@ -233,7 +233,7 @@ impl<K, V> Shared<K, V> {
         let old = {
             let mut w = self.lock_writer();
             w.closed = true;
-            self.registry.clear(&self.state)
+            self.registry.clear(&mut w.list, &self.state)
         };
         for core in &old {
             core.close();

@@ -31,16 +31,20 @@
 //!   the check but has not reached the receiver yet keeps the in-flight count raised,
 //!   so the receiver cannot report `Closed` early (docs/design.md, "Close versus send"). The
 //!   sender that takes the count to zero after a close wakes every receiver.
-//! - **Which receiver list a send reads** (see `registry.rs`): there are two list
-//!   slots; `CURRENT` names the one new sends use, and each slot has its own
-//!   in-flight count. A registry writer fills the other slot, flips `CURRENT` in
-//!   the same word, and may only overwrite a slot again once its count is zero: a
-//!   grace period, as in RCU, counted by the word every send already touches.
+//! - **Which receiver list a send reads** (see `registry.rs`): there are two view
+//!   slots (array, length) of the receiver array; `CURRENT` names the one new
+//!   sends use, and each slot has its own in-flight count. A registry writer
+//!   writes the other slot's view, flips `CURRENT` in the same word, and may only
+//!   overwrite a view again, or free or reuse what it named, once its slot's
+//!   count is zero: a grace period, as in RCU, counted by the word every send
+//!   already touches.
 
 use crate::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 const RECEIVER_MASK: u64 = (1 << 21) - 1;
+/// The most live receivers one hub counts.
+pub(crate) const MAX_RECEIVERS: u64 = RECEIVER_MASK;
 const RETAIN: u64 = 1 << 21;
 const QUIESCE: u64 = 1 << 22;
 const CURRENT: u64 = 1 << 23;
@@ -213,8 +217,9 @@ impl HubState {
     }
 
     /// Makes the other list slot current and sets the receiver count to
-    /// `receivers` (that list's length), in one step. Only the registry writer
-    /// (under its lock) calls this, after filling the other slot. Release pairs
+    /// `receivers` (the live receivers in its view), in one step. Only the
+    /// registry writer (under its lock) calls this, after writing the other
+    /// slot's view. Release pairs
     /// with the Acquire of `enter_send` / `load`: a sender that sees the new
     /// `CURRENT` sees the list stored there.
     pub(crate) fn flip_list(&self, receivers: u64) {
