@@ -41,7 +41,7 @@ use crate::policy::{KeyFilter, Merge};
 use crate::stats::{bump, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
-use hashbrown::hash_table::HashTable;
+use hashbrown::hash_table::{AbsentEntry, HashTable, OccupiedEntry};
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -75,6 +75,28 @@ fn take_from<K: Eq, V>(
         occupied.remove();
     }
     Some(Event::new(ticket.key, p.value, p.sends))
+}
+
+/// What delivering one send did, for the work left once the shard lock is
+/// released.
+enum Delivered<K, V> {
+    /// Nothing left to do.
+    Done,
+    /// A key became pending while the shared list was empty: wake the consumer.
+    Wake,
+    /// A full bounded receiver refused the send: the copies of the key made for
+    /// it and the value, dropped outside the lock.
+    Refused((Option<K>, (K, V))),
+}
+
+impl<K, V> Delivered<K, V> {
+    fn queued(first: bool) -> Self {
+        if first {
+            Delivered::Wake
+        } else {
+            Delivered::Done
+        }
+    }
 }
 
 /// Where a pending value's ticket is: its unique id, the shared-list segment it was
@@ -408,6 +430,9 @@ where
     /// merge (this key's shard lock held, nothing else). If either panics, the panic
     /// continues after this receiver's state is repaired: a panicking merge drops
     /// the key's pending value here (conflate rule 9, docs/design.md).
+    ///
+    /// Two steps under the shard lock: [`Self::coalesce`] when the key has a slot,
+    /// [`Self::start_pending`] when it has none.
     pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
         // Relaxed: a stale `false` only delivers into a receiver that is closing,
         // whose values are dropped with it.
@@ -434,114 +459,143 @@ where
         let epoch = self.epoch.load(Ordering::Acquire);
         // `find_entry`, not `entry`: a lookup that hits must not reserve room for
         // an insert (which could grow a full table), so coalescing never allocates.
-        let woke_queue = match shard.find_entry(hash, |s| s.key == *key) {
-            Err(absent) => {
-                // Both copies of the key are made before anything changes, so a
-                // panicking `K::clone` leaves this receiver as it was.
-                let slot_key = key.clone();
-                let ticket_key = key.clone();
-                bump(&cell.received, 1);
-                match self.enqueue(ticket_key, hash, value) {
-                    Ok((pending, first)) => {
-                        absent.into_table().insert_unique(
-                            hash,
-                            Slot {
-                                key: slot_key,
-                                hash,
-                                live: Some(pending),
-                                cut: None,
-                            },
-                            |s| s.hash,
-                        );
-                        first
-                    }
-                    Err(refused) => {
-                        self.rare.overflowed.fetch_add(1, Ordering::Release);
-                        drop(shard);
-                        drop((slot_key, refused));
-                        return;
-                    }
-                }
-            }
-            Ok(mut occupied) => {
-                let slot = occupied.get_mut();
-                if let (Merge::NewerWins, Some(p)) = (&self.merge, &mut slot.live) {
-                    if p.epoch == epoch {
-                        // The default merge, in place: no user code, nothing to
-                        // repair if it unwinds (only `V`'s own drop runs here, and
-                        // an assignment re-initializes its place on unwind).
-                        bump(&cell.received, 1);
-                        p.value = value;
-                        p.sends += 1;
-                        return;
-                    }
-                }
-                match slot.live.take() {
-                    Some(p) if p.epoch == epoch => {
-                        let Pending {
-                            value: prev,
-                            sends,
-                            epoch,
-                            ticket,
-                        } = p;
-                        bump(&cell.received, 1);
-                        let merge = &self.merge;
-                        match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
-                            Ok(Some(value)) => {
-                                slot.live = Some(Pending {
-                                    value,
-                                    sends: sends + 1,
-                                    epoch,
-                                    ticket,
-                                });
-                            }
-                            Ok(None) => {
-                                self.rare
-                                    .annihilated
-                                    .fetch_add(sends + 1, Ordering::Release);
-                                self.retire(ticket);
-                                if slot.is_vacant() {
-                                    occupied.remove();
-                                }
-                            }
-                            Err(payload) => {
-                                self.rare.dropped.fetch_add(sends + 1, Ordering::Release);
-                                self.retire(ticket);
-                                if slot.is_vacant() {
-                                    occupied.remove();
-                                }
-                                drop(shard);
-                                panic::resume_unwind(payload);
-                            }
-                        }
-                        false
-                    }
-                    Some(older) => {
-                        // The slot's value belongs to a cut that has not drained it
-                        // yet: hand it over and start afresh at the back.
-                        debug_assert!(older.epoch < epoch, "epochs only grow");
-                        debug_assert!(slot.cut.is_none(), "one cut at a time");
-                        slot.cut = Some(Box::new(older));
-                        self.start_fresh(cell, slot, key, hash, value)
-                    }
-                    None => self.start_fresh(cell, slot, key, hash, value),
-                }
-            }
+        let outcome = match shard.find_entry(hash, |s| s.key == *key) {
+            Err(absent) => self.start_pending(cell, absent, key, hash, value),
+            Ok(occupied) => self.coalesce(cell, occupied, epoch, key, hash, value),
         };
         drop(shard);
-        if woke_queue {
-            // A parked consumer last saw the shared list empty, so only the send
-            // that makes it non-empty needs to wake it (the consumer registers
-            // its listener before its last look; see `wait.rs`). Every listener:
-            // a `Stream` poll may have left one registered that nobody waits on.
-            self.notify.notify(usize::MAX);
+        match outcome {
+            Delivered::Done => {}
+            Delivered::Wake => {
+                // A parked consumer last saw the shared list empty, so only the
+                // send that makes it non-empty needs to wake it (the consumer
+                // registers its listener before its last look; see `wait.rs`).
+                // Every listener: a `Stream` poll may have left one registered
+                // that nobody waits on.
+                self.notify.notify(usize::MAX);
+            }
+            Delivered::Refused(leftover) => drop(leftover), // outside the lock
+        }
+    }
+
+    /// The start-pending step: a send for a key with no slot in this receiver
+    /// gets a slot and a ticket at the back, unless the receiver is full.
+    /// Called with the key's shard locked.
+    fn start_pending(
+        &self,
+        cell: &Shard<K, V>,
+        absent: AbsentEntry<'_, Slot<K, V>>,
+        key: &K,
+        hash: u64,
+        value: V,
+    ) -> Delivered<K, V> {
+        // Both copies of the key are made before anything changes, so a
+        // panicking `K::clone` leaves this receiver as it was.
+        let slot_key = key.clone();
+        let ticket_key = key.clone();
+        bump(&cell.received, 1);
+        match self.enqueue(ticket_key, hash, value) {
+            Ok((pending, first)) => {
+                absent.into_table().insert_unique(
+                    hash,
+                    Slot {
+                        key: slot_key,
+                        hash,
+                        live: Some(pending),
+                        cut: None,
+                    },
+                    |s| s.hash,
+                );
+                Delivered::queued(first)
+            }
+            Err(refused) => {
+                self.rare.overflowed.fetch_add(1, Ordering::Release);
+                Delivered::Refused((Some(slot_key), refused))
+            }
+        }
+    }
+
+    /// The coalesce step: a send for a key that has a slot merges into its
+    /// pending value of the current epoch, or, if the slot holds only a value a
+    /// cut owns (or nothing), starts a fresh pending value at the back. Called
+    /// with the key's shard locked; a panicking merge unwinds from here with the
+    /// slot repaired.
+    fn coalesce(
+        &self,
+        cell: &Shard<K, V>,
+        mut occupied: OccupiedEntry<'_, Slot<K, V>>,
+        epoch: u64,
+        key: &K,
+        hash: u64,
+        value: V,
+    ) -> Delivered<K, V> {
+        let slot = occupied.get_mut();
+        if let (Merge::NewerWins, Some(p)) = (&self.merge, &mut slot.live) {
+            if p.epoch == epoch {
+                // The default merge, in place: no user code, nothing to
+                // repair if it unwinds (only `V`'s own drop runs here, and
+                // an assignment re-initializes its place on unwind).
+                bump(&cell.received, 1);
+                p.value = value;
+                p.sends += 1;
+                return Delivered::Done;
+            }
+        }
+        match slot.live.take() {
+            Some(p) if p.epoch == epoch => {
+                let Pending {
+                    value: prev,
+                    sends,
+                    epoch,
+                    ticket,
+                } = p;
+                bump(&cell.received, 1);
+                let merge = &self.merge;
+                match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
+                    Ok(Some(value)) => {
+                        slot.live = Some(Pending {
+                            value,
+                            sends: sends + 1,
+                            epoch,
+                            ticket,
+                        });
+                    }
+                    Ok(None) => {
+                        self.rare
+                            .annihilated
+                            .fetch_add(sends + 1, Ordering::Release);
+                        self.retire(ticket);
+                        if slot.is_vacant() {
+                            occupied.remove();
+                        }
+                    }
+                    Err(payload) => {
+                        self.rare.dropped.fetch_add(sends + 1, Ordering::Release);
+                        self.retire(ticket);
+                        if slot.is_vacant() {
+                            occupied.remove();
+                        }
+                        // The caller's shard guard is released as this unwinds.
+                        panic::resume_unwind(payload);
+                    }
+                }
+                Delivered::Done
+            }
+            Some(older) => {
+                // The slot's value belongs to a cut that has not drained it
+                // yet: hand it over and start afresh at the back.
+                debug_assert!(older.epoch < epoch, "epochs only grow");
+                debug_assert!(slot.cut.is_none(), "one cut at a time");
+                slot.cut = Some(Box::new(older));
+                self.start_fresh(cell, slot, key, hash, value)
+            }
+            None => self.start_fresh(cell, slot, key, hash, value),
         }
     }
 
     /// A send for a key whose slot exists but holds no current pending value
     /// (only a cut's): a new pending value at the back, unless the receiver is
-    /// full. Called with the slot's shard locked; returns whether the shared
-    /// list was empty before.
+    /// full. Called with the slot's shard locked.
     fn start_fresh(
         &self,
         cell: &Shard<K, V>,
@@ -549,18 +603,17 @@ where
         key: &K,
         hash: u64,
         value: V,
-    ) -> bool {
+    ) -> Delivered<K, V> {
         let ticket_key = key.clone();
         bump(&cell.received, 1);
         match self.enqueue(ticket_key, hash, value) {
             Ok((pending, first)) => {
                 slot.live = Some(pending);
-                first
+                Delivered::queued(first)
             }
             Err(refused) => {
                 self.rare.overflowed.fetch_add(1, Ordering::Release);
-                drop(refused);
-                false
+                Delivered::Refused((None, refused))
             }
         }
     }
