@@ -51,8 +51,9 @@ use std::panic::{self, AssertUnwindSafe};
 const GROUPED_CLAIM_MIN: usize = 512;
 
 /// Shards per receiver. Enough that a few senders coalescing into different keys
-/// rarely meet; small enough that their array costs an idle receiver 1 KiB.
-pub(crate) const SHARDS: usize = 16;
+/// rarely meet; small enough that their array costs an idle receiver 512 B (the
+/// whole idle receiver stays under 1 KiB; docs/design.md, "The receiver core").
+pub(crate) const SHARDS: usize = 8;
 
 /// The shard of a key hash. The table inside a shard uses the low bits (bucket)
 /// and the top 7 (tag): the shard comes from bits in between so they stay
@@ -156,8 +157,8 @@ impl<K, V> Slot<K, V> {
 /// `repr(C)`, lock first and `received` next: the one counter every send writes
 /// shares the cache line the lock already brought in. Aligned to one 64-byte
 /// line, not crossbeam's 128 (a pair of lines, against the adjacent-line
-/// prefetcher): the hot fields fit one line, and 16 shards then take 1 KiB, not
-/// 2 KiB, per receiver. The rare counters live in [`Rare`], once per receiver.
+/// prefetcher): the hot fields fit one line, and 8 shards then take 512 B, not
+/// 1 KiB, per receiver. The rare counters live in [`Rare`], once per receiver.
 #[repr(C, align(64))]
 struct Shard<K, V> {
     lock: Mutex<HashTable<Slot<K, V>>>,
