@@ -151,6 +151,7 @@ mod receiver;
 mod registry;
 mod sender;
 mod shared;
+mod slab;
 mod state;
 mod table;
 mod tickets;
