@@ -537,7 +537,7 @@ impl<K, V> RxCore<K, V> {
                     let (s, index) = unpack(t.slot);
                     if let Some(e) = whole[s]
                         .as_deref_mut()
-                        .and_then(|slab| slab.take_ticket(index, t.index, seg))
+                        .and_then(|slab| slab.take_ticket_whole(index, t.index, seg))
                     {
                         batch.push(event(e));
                     }
@@ -582,7 +582,7 @@ impl<K, V> RxCore<K, V> {
                     out.push(None);
                 } else if let Some(e) = whole[s]
                     .as_deref_mut()
-                    .and_then(|slab| slab.take_ticket(index, t.index, seg))
+                    .and_then(|slab| slab.take_ticket_whole(index, t.index, seg))
                 {
                     out.push(Some(event(e)));
                 }

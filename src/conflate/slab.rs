@@ -209,6 +209,25 @@ impl<K, V> Slab<K, V> {
         }
     }
 
+    /// [`Slab::take_ticket`] for a slab a cut took whole: frees nothing for
+    /// reuse (the cut clears the slab once it has walked its tickets).
+    pub(crate) fn take_ticket_whole(
+        &mut self,
+        slab_index: u32,
+        index: u32,
+        seg: u32,
+    ) -> Option<Entry<K, V>> {
+        let slot = self.slots.get_mut(slab_index as usize)?;
+        if !matches!(slot, Slot::Full(e) if e.is_ticket(index, seg)) {
+            return None;
+        }
+        self.len -= 1;
+        match mem::replace(slot, Slot::Free(NIL)) {
+            Slot::Full(entry) => Some(entry),
+            Slot::Free(_) => unreachable!("checked full"),
+        }
+    }
+
     /// Every entry's sends (for a close that drops them).
     pub(crate) fn sends(&self) -> u64 {
         self.slots

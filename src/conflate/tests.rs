@@ -71,7 +71,11 @@ fn stale_tickets_never_claim_a_reused_slab_index() {
         }
         assert_eq!(rx.len(), 32 + 64);
         let got: Vec<u32> = if cut {
-            rx.try_recv_all().unwrap().into_iter().map(|e| e.key).collect()
+            rx.try_recv_all()
+                .unwrap()
+                .into_iter()
+                .map(|e| e.key)
+                .collect()
         } else {
             rx.try_iter().map(|e| e.key).collect()
         };
