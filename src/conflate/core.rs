@@ -56,14 +56,6 @@ use std::panic::{self, AssertUnwindSafe};
 /// chunk of claims on that shard.
 const CLAIM_CHUNK: usize = 64;
 
-/// A cut of fewer tickets than this claims them ticket by ticket (each shard's
-/// lock once per `CLAIM_CHUNK` of its tickets, only the shards they name)
-/// rather than visiting every shard to take slabs whole, which costs two lock
-/// acquisitions per shard whatever the batch. Zero under loom, whose models cut
-/// a handful of keys: they check the whole-slab path, and the ticket-by-ticket
-/// path wherever a send made a new entry first.
-const WHOLE_MIN: usize = if cfg!(loom) { 0 } else { 128 };
-
 /// The shard of a key hash. The table inside a shard uses 32 low bits (see
 /// `slab::table_hash`): the shard comes from bits above them so they stay
 /// independent.
@@ -482,8 +474,7 @@ impl<K, V> RxCore<K, V> {
     ///   have read the new one (coherence): the batch is closed under
     ///   happens-before, i.e. one cut.
     ///
-    /// The drain of a large cut (`WHOLE_MIN` tickets or more) visits each shard
-    /// once, under its lock. A shard whose newest
+    /// The drain visits each shard once, under its lock. A shard whose newest
     /// entry is older than the cut's epoch holds only entries the cut owns (every
     /// entry made since the bump carries the new epoch; older cuts drained
     /// theirs): the cut takes its slab whole and clears its table (O(1) plus a
@@ -515,6 +506,20 @@ impl<K, V> RxCore<K, V> {
             }
             (q.epoch, spare_seg)
         };
+        // Each shard once: take its slab whole if every entry in it is the cut's.
+        let mut whole: [Option<Box<Slab<K, V>>>; SHARDS] = Default::default();
+        let mut mixed = [false; SHARDS];
+        for (s, shard) in self.shards.iter().enumerate() {
+            let mut keys = lock(&shard.lock);
+            match keys.slab.as_deref() {
+                Some(slab) if slab.newest == epoch => mixed[s] = true,
+                Some(_) => {
+                    keys.table.clear();
+                    whole[s] = keys.slab.take();
+                }
+                None => {} // no entry: its tickets, if any, are stale
+            }
+        }
         let Local {
             private,
             private_seg,
@@ -523,24 +528,6 @@ impl<K, V> RxCore<K, V> {
         } = &mut *local;
         let lists = [(private, *private_seg), (spare, spare_seg)];
         let total = lists.iter().map(|(l, _)| l.len()).sum();
-        let mut whole: [Option<Box<Slab<K, V>>>; SHARDS] = Default::default();
-        let mut mixed = [true; SHARDS];
-        if total >= WHOLE_MIN {
-            // Each shard once: take its slab whole if every entry in it is the cut's.
-            for (s, shard) in self.shards.iter().enumerate() {
-                let mut keys = lock(&shard.lock);
-                match keys.slab.as_deref() {
-                    Some(slab) if slab.newest == epoch => {}
-                    Some(_) => {
-                        keys.table.clear();
-                        whole[s] = keys.slab.take();
-                        mixed[s] = false;
-                    }
-                    // No entry: its tickets, if any, are stale.
-                    None => mixed[s] = false,
-                }
-            }
-        }
         let mut batch = if mixed.contains(&true) {
             self.claim_mixed(lists, total, &mut whole, &mixed)
         } else {
