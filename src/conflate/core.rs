@@ -674,7 +674,18 @@ where
         // table), so coalescing never allocates.
         let outcome = match keys.find(hash, key) {
             None => self.start_pending(cell, &mut keys, shard, hash, key, value, None),
-            Some(index) => self.coalesce(cell, &mut keys, shard, index, epoch, hash, key, value),
+            Some((_, entry)) if entry.epoch == epoch && matches!(self.merge, Merge::NewerWins) => {
+                // The common case, inline: the default merge, in place. No user
+                // code, nothing to repair if it unwinds (only `V`'s own drop runs
+                // here, and an assignment re-initializes its place on unwind).
+                bump(&cell.received, 1);
+                entry.value = value;
+                entry.sends += 1;
+                Delivered::Done
+            }
+            Some((index, _)) => {
+                self.coalesce(cell, &mut keys, shard, index, epoch, hash, key, value)
+            }
         };
         drop(keys);
         match outcome {

@@ -311,13 +311,20 @@ impl<K, V> Keys<K, V> {
 }
 
 impl<K: Eq, V> Keys<K, V> {
-    /// The slab index of `key`'s indexed entry. Never reserves room, so a
-    /// lookup that hits allocates nothing.
-    pub(crate) fn find(&self, hash: u64, key: &K) -> Option<u32> {
-        let slab = self.slab.as_deref()?;
-        self.table
-            .find(table_hash(hash as u32), |&i| slab.indexed(i).key == *key)
-            .copied()
+    /// The slab index and entry of `key`'s indexed entry: one probe, one slab
+    /// access. Never reserves room, so a lookup that hits allocates nothing.
+    pub(crate) fn find(&mut self, hash: u64, key: &K) -> Option<(u32, &mut Entry<K, V>)> {
+        let Keys { table, slab } = self;
+        let slab = slab.as_deref_mut()?;
+        let slots = &slab.slots;
+        let &index = table.find(
+            table_hash(hash as u32),
+            |&i| matches!(slots.get(i as usize), Some(Slot::Full(e)) if e.key == *key),
+        )?;
+        match &mut slab.slots[index as usize] {
+            Slot::Full(entry) => Some((index, entry)),
+            Slot::Free(_) => unreachable!("the table names full slots"),
+        }
     }
 }
 
@@ -362,12 +369,12 @@ mod tests {
             assert_eq!(i, k as u32);
             keys.index(k as u32, i);
         }
-        assert_eq!(keys.find(2, &2), Some(2));
+        assert_eq!(keys.find(2, &2).map(|(i, e)| (i, e.key)), Some((2, 2)));
         // Ticket 1 of segment 7 names entry 1; the same index in segment 6 does not.
         assert!(keys.take_ticket(1, 1, 6).is_none());
         let e = keys.take_ticket(1, 1, 7).unwrap();
         assert_eq!((e.key, e.value), (1, 10));
-        assert_eq!(keys.find(1, &1), None);
+        assert!(keys.find(1, &1).is_none());
         // Slot 1 is reused by the next insert; the old ticket stays stale.
         assert_eq!(keys.slab_mut().next_index(), 1);
         let i = keys.slab_mut().insert(entry(9, 0, 8));
@@ -376,7 +383,7 @@ mod tests {
         assert!(keys.take_ticket(1, 1, 7).is_none());
         // A detached entry: in the slab, not in the table; still taken by its ticket.
         assert!(keys.unindex(3, 3));
-        assert_eq!(keys.find(3, &3), None);
+        assert!(keys.find(3, &3).is_none());
         assert_eq!(keys.take_ticket(3, 3, 7).map(|e| e.key), Some(3));
         // Emptied, the slab restarts at index 0.
         for (slab_index, ticket, seg) in [(0, 0, 7), (2, 2, 7), (1, 0, 8)] {
