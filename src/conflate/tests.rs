@@ -145,7 +145,7 @@ fn hard_close_during_sends_frees_everything() {
 }
 
 #[test]
-fn large_cut_racing_a_sender_is_one_instant() {
+fn large_cut_grouped_by_shard_is_one_instant() {
     // A large backlog, cut while one sender keeps adding keys in order and
     // re-sending old ones (OR-merged bits), so that the cut meets shards it
     // takes whole and shards where the sender already made entries of the new
