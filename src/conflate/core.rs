@@ -1,127 +1,107 @@
-//! One receiver's pending state: sharded key slots plus the first-touch queue.
+//! One receiver's pending state: sharded key slabs plus the first-touch queue.
 //!
-//! ## Layout
+//! ## Layout (docs/design.md, "The receiver core")
 //!
-//! - `shards`: `SHARDS` mutex-guarded hash tables, chosen by the key's hash. A slot
-//!   holds the key's pending value (`live`) and, only during a cut, the value that
-//!   the cut owns (`cut`). A send that coalesces touches one shard of one receiver
-//!   and nothing else.
-//! - `queue`: the first-touch order as a list of tickets (see `tickets.rs`), plus the
-//!   receiver's *cut epoch*. Only a send for a key that is not pending takes it.
+//! - `shards`: `SHARDS` mutex-guarded [`Keys`] (a slab of entries with stable
+//!   indices and a hash table of those indices, `slab.rs`), chosen by the key's
+//!   hash. An entry holds the key (its only copy here), the pending value, the
+//!   sends folded into it, and where its ticket is. A send that coalesces touches
+//!   one shard of one receiver and nothing else.
+//! - `queue`: the first-touch order as a list of tickets (see `tickets.rs`), each
+//!   naming an entry by shard and slab index, plus the receiver's *cut epoch*.
+//!   Only a send for a key that is not pending takes it.
 //! - The consumer keeps a private ticket list (`Local`): it refills it by swapping
 //!   the whole shared list out in O(1), so popping takes the queue lock once per
 //!   batch, not once per event.
 //!
-//! Lock order is shard → queue; the consumer never holds both.
+//! Lock order is shard → queue.
 //!
 //! ## Why each race is safe (docs/design.md, "The cut is one instant" and "Coalescing versus pop")
 //!
-//! - **Coalesce versus pop.** A slot's `live` value is taken, merged into and
-//!   annihilated only under its shard lock, and a ticket matches a slot only by its
-//!   unique `id`. A pop that wins takes the value and removes the slot, so a later
-//!   send finds no slot and appends the key afresh at the back. A send that wins
-//!   merges first and the pop delivers the merged value.
-//! - **The cut is one instant.** `cut` bumps the epoch and detaches the shared list
-//!   in one queue-lock critical section (O(1): publishers are not held up by the
-//!   size of the backlog). A send reads the epoch under its shard lock and merges
-//!   only into a slot of the *current* epoch; a slot of an older epoch belongs to the
-//!   cut, so the send parks that value in `cut` for the drain and starts a fresh
-//!   pending value at the back of the new queue. Every send is therefore wholly
-//!   before the cut (its effect is in the batch: it read the old epoch, and the drain
-//!   takes the slot under the same shard lock after it) or wholly after (it read the
-//!   new epoch, or its ticket landed in the new list). See `cut` for the ordering
-//!   argument.
-//! - **Annihilation leaves no residue.** The slot is removed and its ticket unlinked
-//!   from the shared list (O(1)); if the ticket already moved to the consumer's
-//!   private list, the consumer skips it as stale when it gets there.
+//! - **Coalesce versus pop.** An entry's value is taken, merged into and
+//!   annihilated only under its shard lock, and a ticket matches an entry only by
+//!   the (segment, index) the entry recorded for it. A pop that wins takes the
+//!   entry out of slab and table, so a later send finds no entry and appends the
+//!   key afresh at the back. A send that wins merges first and the pop delivers
+//!   the merged value.
+//! - **The cut is one instant.** `cut` bumps the epoch and detaches the shared
+//!   list in one queue-lock critical section (O(1): publishers are not held up
+//!   by the size of the backlog). A send reads the epoch under its shard lock and
+//!   merges only into an entry of the *current* epoch; an entry of an older epoch
+//!   belongs to the cut, so the send detaches it from the table (the cut still
+//!   reaches it through its ticket) and starts a fresh entry at the back of the
+//!   new queue. Every send is therefore wholly before the cut (its effect is in
+//!   the batch: it read the old epoch, and the drain takes the entry under the
+//!   same shard lock after it) or wholly after (it read the new epoch, or its
+//!   ticket landed in the new list). See `cut` for the ordering argument, and for
+//!   how a shard whose entries all belong to the cut is handed over whole.
+//! - **Annihilation leaves no residue.** The entry is removed from slab and
+//!   table and its ticket unlinked from the shared list (O(1)); if the ticket
+//!   already moved to the consumer's private list, the consumer skips it as stale
+//!   when it gets there.
 
+use super::slab::{pack, unpack, Entry, Keys, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
 use crate::stats::{bump, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
-use hashbrown::hash_table::HashTable;
 use std::mem;
+use std::num::NonZeroU32;
 use std::panic::{self, AssertUnwindSafe};
 
-/// A cut of at least this many tickets claims them grouped by shard (see
-/// `claim_grouped`); a smaller one claims ticket by ticket, which costs less than
-/// the grouping's bookkeeping.
-const GROUPED_CLAIM_MIN: usize = 512;
+/// A cut claims the tickets of a shard that it could not take over whole in
+/// chunks of this many per lock acquisition: a publisher waits for at most one
+/// chunk of claims on that shard.
+const CLAIM_CHUNK: usize = 64;
 
-/// Shards per receiver. Enough that a few senders coalescing into different keys
-/// rarely meet; small enough that their array costs an idle receiver 1 KiB.
-pub(crate) const SHARDS: usize = 16;
-
-/// The shard of a key hash. The table inside a shard uses the low bits (bucket)
-/// and the top 7 (tag): the shard comes from bits in between so they stay
+/// The shard of a key hash. The table inside a shard uses 32 low bits (see
+/// `slab::table_hash`): the shard comes from bits above them so they stay
 /// independent.
+///
+/// Eight shards: enough that a few senders coalescing into different keys rarely
+/// meet; few enough that their array costs an idle receiver 512 B (the whole idle
+/// receiver stays under 1 KiB).
 pub(crate) fn shard_index(hash: u64) -> usize {
     (hash >> 40) as usize % SHARDS
 }
 
-/// Takes the value `ticket` names out of its (locked) shard, if still pending.
-fn take_from<K: Eq, V>(
-    table: &mut HashTable<Slot<K, V>>,
-    ticket: Ticket<K>,
-) -> Option<Event<K, V>> {
-    let Ok(mut occupied) = table.find_entry(ticket.hash, |s| s.key == ticket.key) else {
-        return None;
-    };
-    let slot = occupied.get_mut();
-    let p = slot.take(ticket.id)?;
-    if slot.is_vacant() {
-        occupied.remove();
-    }
-    Some(Event::new(ticket.key, p.value, p.sends))
+/// What delivering one send did, for the work left once the shard lock is
+/// released.
+enum Delivered<K, V> {
+    /// Nothing left to do.
+    Done,
+    /// A key became pending while the shared list was empty: wake the consumer.
+    Wake,
+    /// A full bounded receiver refused the send: the copy of the key made for it
+    /// and the value, dropped outside the lock.
+    Refused(K, V),
+    /// The merge annihilated the key's pending value: the entry's key, dropped
+    /// outside the lock.
+    Annihilated(K),
 }
 
-/// Where a pending value's ticket is: its unique id, the shared-list segment it was
-/// pushed into, and its index there.
-#[derive(Clone, Copy, Debug)]
-struct TicketRef {
-    id: u64,
-    seg: u64,
-    idx: u32,
-}
-
-struct Pending<V> {
-    value: V,
-    sends: u64,
-    epoch: u64,
-    ticket: TicketRef,
-}
-
-struct Slot<K, V> {
-    key: K,
-    hash: u64,
-    /// The key's pending value in the current epoch (or in an older one, until a
-    /// send or the drain notices the cut).
-    live: Option<Pending<V>>,
-    /// A value that a cut owns and has not drained yet. Boxed: it exists only while
-    /// a cut races a send for the same key.
-    cut: Option<Box<Pending<V>>>,
-}
-
-impl<K, V> Slot<K, V> {
-    fn is_vacant(&self) -> bool {
-        self.live.is_none() && self.cut.is_none()
-    }
-
-    /// Takes the value `id` names, if it is still here.
-    fn take(&mut self, id: u64) -> Option<Pending<V>> {
-        if self.live.as_ref().is_some_and(|p| p.ticket.id == id) {
-            return self.live.take();
+impl<K, V> Delivered<K, V> {
+    fn queued(first: bool) -> Self {
+        if first {
+            Delivered::Wake
+        } else {
+            Delivered::Done
         }
-        if self.cut.as_ref().is_some_and(|p| p.ticket.id == id) {
-            return self.cut.take().map(|b| *b);
-        }
-        None
     }
 }
 
-/// One shard of a receiver's key slots, with the accounting of the sends that
+/// Where a new entry's ticket went, as `enqueue` reports it.
+struct Queued {
+    epoch: u32,
+    seg: u32,
+    ticket: NonZeroU32,
+    /// The shared list was empty before.
+    first: bool,
+}
+
+/// One shard of a receiver's keys, with the accounting of the sends that
 /// landed in it.
 ///
 /// Every counter but `filtered` is written only under `lock`, which the send
@@ -134,11 +114,12 @@ impl<K, V> Slot<K, V> {
 /// `repr(C)`, lock first and `received` next: the one counter every send writes
 /// shares the cache line the lock already brought in. Aligned to one 64-byte
 /// line, not crossbeam's 128 (a pair of lines, against the adjacent-line
-/// prefetcher): the hot fields fit one line, and 16 shards then take 1 KiB, not
-/// 2 KiB, per receiver. The rare counters live in [`Rare`], once per receiver.
+/// prefetcher): lock (8 B), table header (32 B), slab pointer (8 B) and the two
+/// counters fit one line, and 8 shards then take 512 B per receiver. The rare
+/// counters live in [`Rare`], once per receiver.
 #[repr(C, align(64))]
 struct Shard<K, V> {
-    lock: Mutex<HashTable<Slot<K, V>>>,
+    lock: Mutex<Keys<K, V>>,
     /// Sends that reached the receiver past its filter and landed here.
     received: AtomicU64,
     /// Sends its filter rejected. Counted before any lock is taken, so this one
@@ -162,21 +143,26 @@ struct Rare {
 impl<K, V> Shard<K, V> {
     fn new() -> Self {
         Shard {
-            lock: Mutex::new(HashTable::new()),
+            lock: Mutex::new(Keys::default()),
             received: AtomicU64::new(0),
             filtered: AtomicU64::new(0),
         }
     }
 }
 
-struct Queue<K> {
-    shared: TicketList<K>,
-    /// Bumped whenever `shared` is swapped out: a `TicketRef` with an older segment
-    /// is no longer in `shared`.
-    seg: u64,
-    /// The cut epoch; mirrored in `RxCore::epoch` for senders holding only a shard.
-    epoch: u64,
-    next_id: u64,
+struct Queue {
+    shared: TicketList,
+    /// The segment of `shared`: bumped (wrapping) whenever `shared` is swapped
+    /// out, so an entry whose ticket was pushed in an older segment knows its
+    /// ticket is no longer in `shared`. An entry that exists has its ticket in
+    /// `shared` or in the consumer's lists, so live segments are at most two
+    /// apart (three during a cut) and wrapping never confuses them.
+    seg: u32,
+    /// The cut epoch (wrapping); mirrored in `RxCore::epoch` for senders holding
+    /// only a shard. Live entries are of this epoch or, during a cut, the one
+    /// before (a cut drains every older entry before the consumer can start the
+    /// next one), so comparing for equality is exact.
+    epoch: u32,
     /// Bounded receivers only: the values the consumer has taken, as senders
     /// must see it (pending = `live - taken`, both read under this lock). A pop
     /// adds here before it releases the taken key's shard; a cut sets it to
@@ -191,8 +177,8 @@ struct Queue<K> {
 /// so the consumer can read them lock-free. That keeps the consumer from taking
 /// the lock every send needs just to learn the queue is empty, and keeps every
 /// read-modify-write of the pending count off the cross-core path.
-struct QueueCell<K> {
-    lock: Mutex<Queue<K>>,
+struct QueueCell {
+    lock: Mutex<Queue>,
     /// Tickets in the shared list.
     queued: AtomicUsize,
     /// Values that became pending (one per ticket ever pushed), less those that
@@ -202,30 +188,21 @@ struct QueueCell<K> {
     live: AtomicU64,
 }
 
-/// The consumer's private state: tickets taken from the shared list in one swap,
-/// an empty list to swap in at the next cut (kept to reuse its capacity), and how
-/// many values the consumer took. Pending = live - taken.
-pub(crate) struct Local<K> {
-    private: TicketList<K>,
-    spare: TicketList<K>,
+/// The consumer's private state: tickets taken from the shared list in one swap
+/// (and the segment they were pushed in), an empty list to swap in at the next
+/// cut (kept to reuse its capacity), and how many values the consumer took.
+/// Pending = live - taken.
+#[derive(Default)]
+pub(crate) struct Local {
+    private: TicketList,
+    private_seg: u32,
+    spare: TicketList,
     taken: u64,
     /// The sum of `sends` over the events taken (`ReceiverStats::folded`).
     folded: u64,
     /// Sends folded into values a cut claimed and then discarded because a hard
     /// close raced it (counted in `ReceiverStats::dropped`).
     dropped: u64,
-}
-
-impl<K> Default for Local<K> {
-    fn default() -> Self {
-        Local {
-            private: TicketList::default(),
-            spare: TicketList::default(),
-            taken: 0,
-            folded: 0,
-            dropped: 0,
-        }
-    }
 }
 
 pub(crate) struct RxCore<K, V> {
@@ -235,8 +212,9 @@ pub(crate) struct RxCore<K, V> {
     max_pending: Option<u64>,
     shards: Box<[Shard<K, V>]>,
     rare: Rare,
-    queue: CachePadded<QueueCell<K>>,
-    /// Read by every send; written only by a cut or a close.
+    queue: CachePadded<QueueCell>,
+    /// The cut epoch (a `u32`, see `Queue::epoch`). Read by every send; written
+    /// only by a cut.
     epoch: AtomicU64,
     closed: AtomicBool,
     /// Set (after the hub's state word) when the send side closes, so an idle
@@ -244,6 +222,10 @@ pub(crate) struct RxCore<K, V> {
     /// writes.
     tx_closed: AtomicBool,
     pub(crate) notify: Notify,
+}
+
+fn event<K, V>(entry: Entry<K, V>) -> Event<K, V> {
+    Event::new(entry.key, entry.value, entry.sends)
 }
 
 impl<K, V> RxCore<K, V> {
@@ -263,7 +245,6 @@ impl<K, V> RxCore<K, V> {
                     shared: TicketList::default(),
                     seg: 0,
                     epoch: 0,
-                    next_id: 0,
                     taken: 0,
                 }),
                 queued: AtomicUsize::new(0),
@@ -276,15 +257,11 @@ impl<K, V> RxCore<K, V> {
         }
     }
 
-    fn shard(&self, hash: u64) -> &Shard<K, V> {
-        &self.shards[shard_index(hash)]
-    }
-
     /// The receiver's accounting, read without a lock (see `Shard` for why the
     /// settled counters are loaded before `received`: Acquire here pairs with
     /// the Release of [`bump`]). `local` is the consumer's, so delivered and
     /// folded are exact for this thread.
-    pub(crate) fn stats(&self, local: &Local<K>) -> ReceiverStats {
+    pub(crate) fn stats(&self, local: &Local) -> ReceiverStats {
         let sum = |field: fn(&Shard<K, V>) -> &AtomicU64| -> u64 {
             self.shards
                 .iter()
@@ -315,7 +292,7 @@ impl<K, V> RxCore<K, V> {
 
     /// Pending keys, as the consumer sees them (exact when no send is in
     /// progress). Acquire pairs with the Release stores under the queue lock.
-    pub(crate) fn len(&self, local: &Local<K>) -> usize {
+    pub(crate) fn len(&self, local: &Local) -> usize {
         // One word, so the count cannot tear: values pushed and retired are
         // netted under the queue lock, and `taken` is the consumer's own (no
         // other thread changes it while `&self` is shared). `live >= taken` in
@@ -353,18 +330,13 @@ impl<K, V> RxCore<K, V> {
     pub(crate) fn clear(&self) {
         for shard in self.shards.iter() {
             let mut guard = lock(&shard.lock);
-            let table = mem::take(&mut *guard);
+            let keys = mem::take(&mut *guard);
             // Under the shard lock, like every writer of these counters. No
             // user code runs in the sum.
-            let sends: u64 = table
-                .iter()
-                .map(|s| {
-                    s.live.as_ref().map_or(0, |p| p.sends) + s.cut.as_ref().map_or(0, |p| p.sends)
-                })
-                .sum();
+            let sends = keys.slab.as_deref().map_or(0, Slab::sends);
             self.rare.dropped.fetch_add(sends, Ordering::Release);
             drop(guard);
-            drop(table); // values drop outside the lock
+            drop(keys); // values drop outside the lock
         }
         let shared = {
             let mut q = lock(&self.queue.lock);
@@ -374,253 +346,52 @@ impl<K, V> RxCore<K, V> {
         drop(shared);
         self.notify.notify(usize::MAX);
     }
-}
 
-impl<K, V> RxCore<K, V>
-where
-    K: Eq + Clone,
-{
-    /// Makes `entries` (hash, key, value; a snapshot of the hub's table, in its
-    /// order) pending with `sends == 0`. Called before the receiver is
-    /// registered, so nothing races it.
-    pub(crate) fn seed(&self, entries: impl IntoIterator<Item = (u64, K, V)>) {
-        for (hash, key, value) in entries {
-            let mut shard = lock(&self.shard(hash).lock);
-            let ticket_key = key.clone();
-            let (mut pending, _) = self
-                .enqueue(ticket_key, hash, value)
-                .unwrap_or_else(|_| unreachable!("the caller seeds at most max_pending keys"));
-            pending.sends = 0;
-            shard.insert_unique(
-                hash,
-                Slot {
-                    key,
-                    hash,
-                    live: Some(pending),
-                    cut: None,
-                },
-                |s| s.hash,
-            );
-        }
-    }
-
-    /// Fans one send into this receiver. Runs the key filter (no lock held) and the
-    /// merge (this key's shard lock held, nothing else). If either panics, the panic
-    /// continues after this receiver's state is repaired: a panicking merge drops
-    /// the key's pending value here (conflate rule 9, docs/design.md).
-    pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
-        // Relaxed: a stale `false` only delivers into a receiver that is closing,
-        // whose values are dropped with it.
-        if self.closed.load(Ordering::Relaxed) {
-            return;
-        }
-        let cell = self.shard(hash);
-        if !self.filter.accepts(key) {
-            // Relaxed: a count that orders nothing (and is in no conservation
-            // sum); the only shard-counter RMW, and only on a rejection.
-            cell.filtered.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let mut shard = lock(&cell.lock);
-        // Checked again under the shard lock: `clear` marks the receiver closed
-        // before it empties each shard under that shard's lock, so once a shard
-        // was cleared nothing enters it again (a value landing after a hard close
-        // could otherwise be delivered past a hole the close made).
-        if self.closed.load(Ordering::Acquire) {
-            return;
-        }
-        // Acquire pairs with the Release in `cut`. The argument that a cut is one
-        // instant needs only that this load happens under the shard lock: see `cut`.
-        let epoch = self.epoch.load(Ordering::Acquire);
-        // `find_entry`, not `entry`: a lookup that hits must not reserve room for
-        // an insert (which could grow a full table), so coalescing never allocates.
-        let woke_queue = match shard.find_entry(hash, |s| s.key == *key) {
-            Err(absent) => {
-                // Both copies of the key are made before anything changes, so a
-                // panicking `K::clone` leaves this receiver as it was.
-                let slot_key = key.clone();
-                let ticket_key = key.clone();
-                bump(&cell.received, 1);
-                match self.enqueue(ticket_key, hash, value) {
-                    Ok((pending, first)) => {
-                        absent.into_table().insert_unique(
-                            hash,
-                            Slot {
-                                key: slot_key,
-                                hash,
-                                live: Some(pending),
-                                cut: None,
-                            },
-                            |s| s.hash,
-                        );
-                        first
-                    }
-                    Err(refused) => {
-                        self.rare.overflowed.fetch_add(1, Ordering::Release);
-                        drop(shard);
-                        drop((slot_key, refused));
-                        return;
-                    }
-                }
-            }
-            Ok(mut occupied) => {
-                let slot = occupied.get_mut();
-                if let (Merge::NewerWins, Some(p)) = (&self.merge, &mut slot.live) {
-                    if p.epoch == epoch {
-                        // The default merge, in place: no user code, nothing to
-                        // repair if it unwinds (only `V`'s own drop runs here, and
-                        // an assignment re-initializes its place on unwind).
-                        bump(&cell.received, 1);
-                        p.value = value;
-                        p.sends += 1;
-                        return;
-                    }
-                }
-                match slot.live.take() {
-                    Some(p) if p.epoch == epoch => {
-                        let Pending {
-                            value: prev,
-                            sends,
-                            epoch,
-                            ticket,
-                        } = p;
-                        bump(&cell.received, 1);
-                        let merge = &self.merge;
-                        match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
-                            Ok(Some(value)) => {
-                                slot.live = Some(Pending {
-                                    value,
-                                    sends: sends + 1,
-                                    epoch,
-                                    ticket,
-                                });
-                            }
-                            Ok(None) => {
-                                self.rare
-                                    .annihilated
-                                    .fetch_add(sends + 1, Ordering::Release);
-                                self.retire(ticket);
-                                if slot.is_vacant() {
-                                    occupied.remove();
-                                }
-                            }
-                            Err(payload) => {
-                                self.rare.dropped.fetch_add(sends + 1, Ordering::Release);
-                                self.retire(ticket);
-                                if slot.is_vacant() {
-                                    occupied.remove();
-                                }
-                                drop(shard);
-                                panic::resume_unwind(payload);
-                            }
-                        }
-                        false
-                    }
-                    Some(older) => {
-                        // The slot's value belongs to a cut that has not drained it
-                        // yet: hand it over and start afresh at the back.
-                        debug_assert!(older.epoch < epoch, "epochs only grow");
-                        debug_assert!(slot.cut.is_none(), "one cut at a time");
-                        slot.cut = Some(Box::new(older));
-                        self.start_fresh(cell, slot, key, hash, value)
-                    }
-                    None => self.start_fresh(cell, slot, key, hash, value),
-                }
-            }
-        };
-        drop(shard);
-        if woke_queue {
-            // A parked consumer last saw the shared list empty, so only the send
-            // that makes it non-empty needs to wake it (the consumer registers
-            // its listener before its last look; see `wait.rs`). Every listener:
-            // a `Stream` poll may have left one registered that nobody waits on.
-            self.notify.notify(usize::MAX);
-        }
-    }
-
-    /// A send for a key whose slot exists but holds no current pending value
-    /// (only a cut's): a new pending value at the back, unless the receiver is
-    /// full. Called with the slot's shard locked; returns whether the shared
-    /// list was empty before.
-    fn start_fresh(
-        &self,
-        cell: &Shard<K, V>,
-        slot: &mut Slot<K, V>,
-        key: &K,
-        hash: u64,
-        value: V,
-    ) -> bool {
-        let ticket_key = key.clone();
-        bump(&cell.received, 1);
-        match self.enqueue(ticket_key, hash, value) {
-            Ok((pending, first)) => {
-                slot.live = Some(pending);
-                first
-            }
-            Err(refused) => {
-                self.rare.overflowed.fetch_add(1, Ordering::Release);
-                drop(refused);
-                false
-            }
-        }
-    }
-
-    /// Appends a ticket for a newly pending key; called with its shard locked.
-    /// Also returns whether the shared list was empty before.
-    /// `key` is the ticket's own copy, made by the caller before anything changed.
+    /// Appends a ticket naming slab index `index` of shard `shard`; called with
+    /// that shard locked, before the entry is stored there. Reports where the
+    /// ticket went and whether the shared list was empty before.
     ///
-    /// A bounded receiver with `max_pending` keys pending refuses (drop-new) and
-    /// hands the value back; nothing changes. The count it compares is exact at
-    /// this critical section: `live` changes only under this lock, and so does
-    /// `taken` for a bounded receiver (a pop adds to it before it releases the
-    /// taken key's shard, so no send can see that key gone while the count still
-    /// holds it; a cut zeroes the pending count in the same section that makes
-    /// it one instant).
-    fn enqueue(&self, key: K, hash: u64, value: V) -> Result<(Pending<V>, bool), (K, V)> {
+    /// A bounded receiver with `max_pending` keys pending refuses (drop-new)
+    /// and nothing changes. The count it compares is exact at this critical
+    /// section: `live` changes only under this lock, and so does `taken` for a
+    /// bounded receiver (a pop adds to it before it releases the taken key's
+    /// shard, so no send can see that key gone while the count still holds it;
+    /// a cut zeroes the pending count in the same section that makes it one
+    /// instant).
+    fn enqueue(&self, shard: usize, index: u32) -> Option<Queued> {
         let cell = &*self.queue;
         let mut q = lock(&cell.lock);
         if let Some(max) = self.max_pending {
             // Relaxed: written only under this lock.
             let pending = cell.live.load(Ordering::Relaxed) - q.taken;
             if pending >= max {
-                return Err((key, value));
+                return None;
             }
         }
-        let id = q.next_id;
-        q.next_id += 1;
-        let idx = q.shared.push_back(key, hash, id);
-        let ticket = TicketRef {
-            id,
-            seg: q.seg,
-            idx,
-        };
-        // The epoch is read under the queue lock, so it names the list the ticket
-        // is really in, even if a cut ran since this send read `self.epoch`.
-        let epoch = q.epoch;
+        let ticket = q.shared.push_back(pack(shard, index));
         let queued = q.shared.len();
         // Plain stores under the lock (no read-modify-write). Release pairs with
         // the consumer's lock-free Acquire loads in `refill` and `len`.
         cell.queued.store(queued, Ordering::Release);
         let live = cell.live.load(Ordering::Relaxed);
         cell.live.store(live + 1, Ordering::Release);
-        drop(q);
-        let pending = Pending {
-            value,
-            sends: 1,
-            epoch,
-            ticket,
-        };
-        Ok((pending, queued == 1))
+        // The epoch is read under the queue lock, so it names the list the ticket
+        // is really in, even if a cut ran since this send read `self.epoch`.
+        Some(Queued {
+            epoch: q.epoch,
+            seg: q.seg,
+            ticket: NonZeroU32::new(ticket + 1).expect("a ticket index is below u32::MAX"),
+            first: queued == 1,
+        })
     }
 
-    /// Forgets an annihilated (or merge-panicked) pending value; called with its
-    /// shard locked.
-    fn retire(&self, ticket: TicketRef) {
+    /// Forgets an annihilated (or merge-panicked) pending value's ticket; called
+    /// with its shard locked.
+    fn retire(&self, seg: u32, ticket: NonZeroU32) {
         let cell = &*self.queue;
         let mut q = lock(&cell.lock);
-        if ticket.seg == q.seg {
-            let removed = q.shared.remove(ticket.idx, ticket.id);
-            debug_assert!(removed, "a current-segment ticket is linked");
+        if seg == q.seg {
+            q.shared.remove(ticket.get() - 1);
             cell.queued.store(q.shared.len(), Ordering::Release);
         }
         // Otherwise the ticket is in the consumer's private list, which skips it.
@@ -629,7 +400,7 @@ where
     }
 
     /// Moves the shared list into the consumer's (empty) private list. O(1).
-    fn refill(&self, local: &mut Local<K>) -> bool {
+    fn refill(&self, local: &mut Local) -> bool {
         debug_assert!(local.private.is_empty());
         let cell = &*self.queue;
         // An empty queue costs the consumer one load, not the senders' lock. A
@@ -643,40 +414,36 @@ where
             return false;
         }
         mem::swap(&mut q.shared, &mut local.private);
+        local.private_seg = q.seg;
         cell.queued.store(0, Ordering::Release);
-        q.seg += 1;
+        q.seg = q.seg.wrapping_add(1);
         true
     }
 
-    /// Takes the value `ticket` names, if it is still pending (consumer only,
-    /// outside a cut). A bounded receiver also counts the take where senders
-    /// check the bound, before the key's shard is released (see `enqueue`).
-    fn claim(&self, ticket: Ticket<K>) -> Option<Event<K, V>> {
-        let mut shard = lock(&self.shard(ticket.hash).lock);
-        let found = take_from(&mut shard, ticket);
+    /// Takes the entry `ticket` (of the list of segment `seg`) names, if it is
+    /// still pending (consumer only, outside a cut). A bounded receiver also
+    /// counts the take where senders check the bound, before the key's shard is
+    /// released (see `enqueue`).
+    fn claim(&self, ticket: Ticket, seg: u32) -> Option<Event<K, V>> {
+        let (shard, index) = unpack(ticket.slot);
+        let mut keys = lock(&self.shards[shard].lock);
+        let found = keys.take_ticket(index, ticket.index, seg);
         if found.is_some() && self.max_pending.is_some() {
             lock(&self.queue.lock).taken += 1;
         }
-        drop(shard);
-        found
-    }
-
-    /// Takes the value `ticket` names for a cut (which already counted it as
-    /// taken for a bounded receiver).
-    fn claim_for_cut(&self, ticket: Ticket<K>) -> Option<Event<K, V>> {
-        let mut shard = lock(&self.shard(ticket.hash).lock);
-        take_from(&mut shard, ticket)
+        drop(keys);
+        found.map(event)
     }
 
     /// Pops the oldest pending key (consumer only).
-    pub(crate) fn pop(&self, local: &mut Local<K>) -> Option<Event<K, V>> {
+    pub(crate) fn pop(&self, local: &mut Local) -> Option<Event<K, V>> {
         loop {
             let ticket = match local.private.pop_front() {
                 Some(t) => t,
                 None if self.refill(local) => continue,
                 None => return None,
             };
-            if let Some(event) = self.claim(ticket) {
+            if let Some(event) = self.claim(ticket, local.private_seg) {
                 local.taken += 1;
                 local.folded += event.sends;
                 return Some(event);
@@ -691,58 +458,44 @@ where
         }
     }
 
-    /// A copy of the oldest pending key's event (consumer only).
-    pub(crate) fn peek(&self, local: &mut Local<K>) -> Option<Event<K, V>>
-    where
-        V: Clone,
-    {
-        loop {
-            if local.private.is_empty() && !self.refill(local) {
-                return None;
-            }
-            let (key, hash, id) = local.private.front().expect("refilled");
-            let shard = lock(&self.shard(hash).lock);
-            let found = shard
-                .find(hash, |s| s.key == *key)
-                .and_then(|s| s.live.as_ref().filter(|p| p.ticket.id == id))
-                .map(|p| Event::new(key.clone(), p.value.clone(), p.sends));
-            drop(shard);
-            match found {
-                Some(event) => return Some(event),
-                None if self.is_closed() => return None,
-                None => drop(local.private.pop_front()), // stale ticket
-            }
-        }
-    }
-
     /// Takes everything pending as of one instant, in queue order (consumer only).
     ///
     /// The instant is the queue-lock critical section below, which bumps the epoch
     /// and detaches the shared list together. Ordering argument:
     /// - A send that pushed its ticket before it is in the detached list; one that
-    ///   pushes after lands in the new list and stamps its value with the new epoch
+    ///   pushes after lands in the new list and stamps its entry with the new epoch
     ///   (it reads the epoch under the queue lock).
-    /// - A send that merges into a detached key's slot holds that shard's lock while
-    ///   it reads `self.epoch` and merges. If it locked the shard before the drain
-    ///   visits the slot, the drain sees its merge; if after, it happens-after the
-    ///   drain's lock, hence after the epoch store, so it reads the new epoch and
-    ///   does not merge into the cut's value. A merge included in the batch read
-    ///   the old epoch, so no send that happened-before it can have read the new one
-    ///   (coherence): the batch is closed under happens-before, i.e. one cut.
-    pub(crate) fn cut(&self, local: &mut Local<K>) -> Vec<Event<K, V>> {
+    /// - A send that merges into a detached key's entry holds that shard's lock
+    ///   while it reads `self.epoch` and merges. If it locked the shard before the
+    ///   drain visits the shard, the drain sees its merge; if after, it
+    ///   happens-after the drain's lock, hence after the epoch store, so it reads
+    ///   the new epoch and does not merge into the cut's value. A merge included
+    ///   in the batch read the old epoch, so no send that happened-before it can
+    ///   have read the new one (coherence): the batch is closed under
+    ///   happens-before, i.e. one cut.
+    ///
+    /// The drain visits each shard once, under its lock. A shard whose newest
+    /// entry is older than the cut's epoch holds only entries the cut owns (every
+    /// entry made since the bump carries the new epoch; older cuts drained
+    /// theirs): the cut takes its slab whole and clears its table (O(1) plus a
+    /// memset of the control bytes) and then reads the entries its tickets name
+    /// with no lock held and no probe. A shard where a send already made an entry
+    /// of the new epoch is claimed ticket by ticket, `CLAIM_CHUNK` per lock.
+    pub(crate) fn cut(&self, local: &mut Local) -> Vec<Event<K, V>> {
         // Nothing queued anywhere: the empty batch is the instant of this load (a
         // pending value always has its ticket in one of the two lists).
         if local.private.is_empty() && self.queue.queued.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
-        {
+        let (epoch, spare_seg) = {
             let mut q = lock(&self.queue.lock);
-            q.epoch += 1;
+            q.epoch = q.epoch.wrapping_add(1);
             // Release pairs with the Acquire in `deliver` (the lock order already
             // gives the ordering the argument above needs; this keeps the atomic's
             // own contract readable in isolation).
-            self.epoch.store(q.epoch, Ordering::Release);
-            q.seg += 1;
+            self.epoch.store(u64::from(q.epoch), Ordering::Release);
+            let spare_seg = q.seg;
+            q.seg = q.seg.wrapping_add(1);
             mem::swap(&mut q.shared, &mut local.spare);
             self.queue.queued.store(0, Ordering::Release);
             if self.max_pending.is_some() {
@@ -751,20 +504,48 @@ where
                 // `live` is written only under this lock.
                 q.taken = self.queue.live.load(Ordering::Relaxed);
             }
-        }
-        let Local { private, spare, .. } = &mut *local;
-        let mut tickets = Vec::new();
-        private.drain_into(&mut tickets);
-        spare.drain_into(&mut tickets);
-        let mut batch = if tickets.len() < GROUPED_CLAIM_MIN {
-            let claimed: Vec<_> = tickets
-                .into_iter()
-                .filter_map(|t| self.claim_for_cut(t))
-                .collect();
-            claimed
-        } else {
-            self.claim_grouped(tickets)
+            (q.epoch, spare_seg)
         };
+        // Each shard once: take its slab whole if every entry in it is the cut's.
+        let mut whole: [Option<Box<Slab<K, V>>>; SHARDS] = Default::default();
+        let mut mixed = [false; SHARDS];
+        for (s, shard) in self.shards.iter().enumerate() {
+            let mut keys = lock(&shard.lock);
+            match keys.slab.as_deref() {
+                Some(slab) if slab.newest == epoch => mixed[s] = true,
+                Some(_) => {
+                    keys.table.clear();
+                    whole[s] = keys.slab.take();
+                }
+                None => {} // no entry: its tickets, if any, are stale
+            }
+        }
+        let Local {
+            private,
+            private_seg,
+            spare,
+            ..
+        } = &mut *local;
+        let lists = [(private, *private_seg), (spare, spare_seg)];
+        let total = lists.iter().map(|(l, _)| l.len()).sum();
+        let mut batch = if mixed.contains(&true) {
+            self.claim_mixed(lists, total, &mut whole, &mixed)
+        } else {
+            let mut batch = Vec::with_capacity(total);
+            for (list, seg) in lists {
+                list.drain(|t| {
+                    let (s, index) = unpack(t.slot);
+                    if let Some(e) = whole[s]
+                        .as_deref_mut()
+                        .and_then(|slab| slab.take_ticket_whole(index, t.index, seg))
+                    {
+                        batch.push(event(e));
+                    }
+                });
+            }
+            batch
+        };
+        self.return_slabs(whole);
         let sends: u64 = batch.iter().map(|e| e.sends).sum();
         if self.is_closed() {
             // A hard close raced the drain and may have cleared part of it: the
@@ -779,39 +560,328 @@ where
         batch
     }
 
-    /// Claims a cut's tickets, in queue order, taking each shard's lock once per
-    /// `CLAIM_CHUNK` tickets of that shard rather than once per ticket: a cut of a
-    /// large backlog costs about `n / CLAIM_CHUNK` lock acquisitions, while a
-    /// publisher waits at most one chunk's worth of claims for a shard.
-    fn claim_grouped(&self, tickets: Vec<Ticket<K>>) -> Vec<Event<K, V>> {
-        const CLAIM_CHUNK: usize = 64;
-        // Counting sort of ticket positions by shard, keeping queue order within
-        // each shard.
-        let mut start = [0usize; SHARDS + 1];
-        for t in &tickets {
-            start[shard_index(t.hash) + 1] += 1;
+    /// A cut's drain when some shards could not be taken whole: tickets of the
+    /// shards taken whole are read from their slabs, the others are claimed
+    /// under their shard's lock, grouped by shard, `CLAIM_CHUNK` per lock; the
+    /// batch keeps queue order.
+    fn claim_mixed(
+        &self,
+        lists: [(&mut TicketList, u32); 2],
+        total: usize,
+        whole: &mut [Option<Box<Slab<K, V>>>; SHARDS],
+        mixed: &[bool; SHARDS],
+    ) -> Vec<Event<K, V>> {
+        let mut out: Vec<Option<Event<K, V>>> = Vec::with_capacity(total);
+        // (position in `out`, ticket, segment) of each ticket of a mixed shard.
+        let mut later: Vec<(usize, Ticket, u32)> = Vec::new();
+        for (list, seg) in lists {
+            list.drain(|t| {
+                let (s, index) = unpack(t.slot);
+                if mixed[s] {
+                    later.push((out.len(), t, seg));
+                    out.push(None);
+                } else if let Some(e) = whole[s]
+                    .as_deref_mut()
+                    .and_then(|slab| slab.take_ticket_whole(index, t.index, seg))
+                {
+                    out.push(Some(event(e)));
+                }
+            });
         }
-        for s in 0..SHARDS {
-            start[s + 1] += start[s];
-        }
-        let mut next = start;
-        let mut order = vec![0u32; tickets.len()];
-        for (pos, t) in tickets.iter().enumerate() {
-            let s = shard_index(t.hash);
-            order[next[s]] = pos as u32;
-            next[s] += 1;
-        }
-        let mut tickets: Vec<Option<Ticket<K>>> = tickets.into_iter().map(Some).collect();
-        let mut out: Vec<Option<Event<K, V>>> = (0..tickets.len()).map(|_| None).collect();
-        for s in 0..SHARDS {
-            for chunk in order[start[s]..start[s + 1]].chunks(CLAIM_CHUNK) {
-                let mut shard = lock(&self.shards[s].lock);
-                for &pos in chunk {
-                    let ticket = tickets[pos as usize].take().expect("each position once");
-                    out[pos as usize] = take_from(&mut shard, ticket);
+        // Stable: queue order within a shard (not needed for the batch's order,
+        // which `out` keeps, but it keeps the claims' slab accesses in order).
+        later.sort_by_key(|&(_, t, _)| unpack(t.slot).0);
+        for chunk in later.chunk_by(|a, b| unpack(a.1.slot).0 == unpack(b.1.slot).0) {
+            let shard = &self.shards[unpack(chunk[0].1.slot).0];
+            for part in chunk.chunks(CLAIM_CHUNK) {
+                let mut keys = lock(&shard.lock);
+                for &(pos, t, seg) in part {
+                    out[pos] = keys.take_ticket(unpack(t.slot).1, t.index, seg).map(event);
                 }
             }
         }
         out.into_iter().flatten().collect()
+    }
+
+    /// Gives the emptied slabs a cut took whole back to their shards, if no
+    /// send has made a new one there meanwhile, so that a receiver drained by
+    /// cuts reuses its slabs' capacity instead of regrowing them.
+    fn return_slabs(&self, whole: [Option<Box<Slab<K, V>>>; SHARDS]) {
+        for (shard, slab) in self.shards.iter().zip(whole) {
+            let Some(mut slab) = slab else { continue };
+            // Every entry in it had its ticket in the cut's lists and was taken,
+            // unless a hard close raced the cut; either way the rest is dropped
+            // here, outside any lock.
+            debug_assert!(slab.len() == 0 || self.is_closed());
+            slab.clear();
+            let mut keys = lock(&shard.lock);
+            if keys.slab.is_none() && !self.is_closed() {
+                keys.slab = Some(slab);
+            }
+        }
+    }
+}
+
+impl<K, V> RxCore<K, V>
+where
+    K: Eq + Clone,
+{
+    /// Makes `entries` (hash, key, value; a snapshot of the hub's table, in its
+    /// order) pending with `sends == 0`. Called before the receiver is
+    /// registered, so nothing races it.
+    pub(crate) fn seed(&self, entries: impl IntoIterator<Item = (u64, K, V)>) {
+        for (hash, key, value) in entries {
+            let shard = shard_index(hash);
+            let mut keys = lock(&self.shards[shard].lock);
+            let made = self.make_entry(&mut keys, shard, hash, key, value, 0, None);
+            assert!(made.is_ok(), "the caller seeds at most max_pending keys");
+        }
+    }
+
+    /// Fans one send into this receiver. Runs the key filter (no lock held) and the
+    /// merge (this key's shard lock held, nothing else). If either panics, the panic
+    /// continues after this receiver's state is repaired: a panicking merge drops
+    /// the key's pending value here (conflate rule 9, docs/design.md).
+    ///
+    /// Two steps under the shard lock: [`Self::coalesce`] when the key has an
+    /// entry, [`Self::start_pending`] when it has none.
+    pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
+        // Relaxed: a stale `false` only delivers into a receiver that is closing,
+        // whose values are dropped with it.
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
+        let shard = shard_index(hash);
+        let cell = &self.shards[shard];
+        if !self.filter.accepts(key) {
+            // Relaxed: a count that orders nothing (and is in no conservation
+            // sum); the only shard-counter RMW, and only on a rejection.
+            cell.filtered.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut keys = lock(&cell.lock);
+        // Checked again under the shard lock: `clear` marks the receiver closed
+        // before it empties each shard under that shard's lock, so once a shard
+        // was cleared nothing enters it again (a value landing after a hard close
+        // could otherwise be delivered past a hole the close made).
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        // Acquire pairs with the Release in `cut`. The argument that a cut is one
+        // instant needs only that this load happens under the shard lock: see `cut`.
+        let epoch = self.epoch.load(Ordering::Acquire) as u32;
+        // `find` never reserves room for an insert (which could grow a full
+        // table), so coalescing never allocates.
+        let outcome = match keys.find(hash, key) {
+            None => self.start_pending(cell, &mut keys, shard, hash, key, value, None),
+            Some((_, entry)) if entry.epoch == epoch && matches!(self.merge, Merge::NewerWins) => {
+                // The common case, inline: the default merge, in place. No user
+                // code, nothing to repair if it unwinds (only `V`'s own drop runs
+                // here, and an assignment re-initializes its place on unwind).
+                bump(&cell.received, 1);
+                entry.value = value;
+                entry.sends += 1;
+                Delivered::Done
+            }
+            Some((index, _)) => {
+                self.coalesce(cell, &mut keys, shard, index, epoch, hash, key, value)
+            }
+        };
+        drop(keys);
+        match outcome {
+            Delivered::Done => {}
+            Delivered::Wake => {
+                // A parked consumer last saw the shared list empty, so only the
+                // send that makes it non-empty needs to wake it (the consumer
+                // registers its listener before its last look; see `wait.rs`).
+                // Every listener: a `Stream` poll may have left one registered
+                // that nobody waits on.
+                self.notify.notify(usize::MAX);
+            }
+            // Outside the lock: a key's or value's drop is user code.
+            Delivered::Refused(key, value) => drop((key, value)),
+            Delivered::Annihilated(key) => drop(key),
+        }
+    }
+
+    /// The start-pending step: a send for a key with no entry in this shard's
+    /// table gets an entry and a ticket at the back, unless the receiver is
+    /// full. `detach` is the key's entry that a cut owns, if there is one: it
+    /// leaves the table (the cut reaches it by its ticket) once the new entry
+    /// is certain. Called with the key's shard locked.
+    #[allow(clippy::too_many_arguments)]
+    fn start_pending(
+        &self,
+        cell: &Shard<K, V>,
+        keys: &mut Keys<K, V>,
+        shard: usize,
+        hash: u64,
+        key: &K,
+        value: V,
+        detach: Option<u32>,
+    ) -> Delivered<K, V> {
+        // The one copy of the key is made before anything changes, so a
+        // panicking `K::clone` leaves this receiver as it was.
+        let key = key.clone();
+        bump(&cell.received, 1);
+        match self.make_entry(keys, shard, hash, key, value, 1, detach) {
+            Ok(first) => Delivered::queued(first),
+            Err((key, value)) => {
+                self.rare.overflowed.fetch_add(1, Ordering::Release);
+                Delivered::Refused(key, value)
+            }
+        }
+    }
+
+    /// Queues a ticket for a new entry and stores the entry in `shard`'s slab
+    /// and table (after taking `detach` out of the table), or hands key and
+    /// value back if a bounded receiver is full. Returns whether the shared
+    /// list was empty before. Called with the shard locked; runs no user code.
+    #[allow(clippy::too_many_arguments)]
+    fn make_entry(
+        &self,
+        keys: &mut Keys<K, V>,
+        shard: usize,
+        hash: u64,
+        key: K,
+        value: V,
+        sends: u64,
+        detach: Option<u32>,
+    ) -> Result<bool, (K, V)> {
+        // May panic (a full shard) before anything changed.
+        let index = keys.slab_mut().next_index();
+        let Some(queued) = self.enqueue(shard, index) else {
+            return Err((key, value));
+        };
+        let hash32 = hash as u32;
+        if let Some(old) = detach {
+            let was_indexed = keys.unindex(hash32, old);
+            debug_assert!(was_indexed, "the cut's entry was found in the table");
+        }
+        let slab = keys.slab_mut();
+        slab.newest = queued.epoch;
+        let stored = slab.insert(Entry {
+            key,
+            value,
+            sends,
+            hash: hash32,
+            epoch: queued.epoch,
+            seg: queued.seg,
+            ticket: queued.ticket,
+        });
+        debug_assert_eq!(stored, index);
+        keys.index(hash32, index);
+        Ok(queued.first)
+    }
+
+    /// The coalesce step: a send for a key that has an entry merges into its
+    /// pending value of the current epoch, or, if the entry's value belongs to a
+    /// cut, starts a fresh entry at the back. Called with the key's shard locked;
+    /// a panicking merge unwinds from here with the shard repaired.
+    #[allow(clippy::too_many_arguments)]
+    fn coalesce(
+        &self,
+        cell: &Shard<K, V>,
+        keys: &mut Keys<K, V>,
+        shard: usize,
+        index: u32,
+        epoch: u32,
+        hash: u64,
+        key: &K,
+        value: V,
+    ) -> Delivered<K, V> {
+        let slab = keys
+            .slab
+            .as_deref_mut()
+            .expect("an indexed entry has a slab");
+        let entry = slab.get_mut(index).expect("the table names full slots");
+        if entry.epoch != epoch {
+            // The entry's value belongs to a cut that has not drained it yet:
+            // leave it to the cut and start afresh at the back.
+            return self.start_pending(cell, keys, shard, hash, key, value, Some(index));
+        }
+        bump(&cell.received, 1);
+        if let Merge::NewerWins = &self.merge {
+            // The default merge, in place: no user code, nothing to repair if
+            // it unwinds (only `V`'s own drop runs here, and an assignment
+            // re-initializes its place on unwind).
+            entry.value = value;
+            entry.sends += 1;
+            return Delivered::Done;
+        }
+        // The merge consumes the pending value: vacate the slot (its index stays
+        // reserved, and table and ticket still name it), and put the entry back
+        // only if the merge returns a value.
+        let Entry {
+            key: own_key,
+            value: prev,
+            sends,
+            hash: hash32,
+            epoch,
+            seg,
+            ticket,
+        } = slab.vacate(index);
+        let merge = &self.merge;
+        match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
+            Ok(Some(value)) => {
+                slab.restore(
+                    index,
+                    Entry {
+                        key: own_key,
+                        value,
+                        sends: sends + 1,
+                        hash: hash32,
+                        epoch,
+                        seg,
+                        ticket,
+                    },
+                );
+                Delivered::Done
+            }
+            Ok(None) => {
+                self.rare
+                    .annihilated
+                    .fetch_add(sends + 1, Ordering::Release);
+                slab.release(index);
+                keys.unindex(hash32, index);
+                self.retire(seg, ticket);
+                Delivered::Annihilated(own_key)
+            }
+            Err(payload) => {
+                self.rare.dropped.fetch_add(sends + 1, Ordering::Release);
+                slab.release(index);
+                keys.unindex(hash32, index);
+                self.retire(seg, ticket);
+                // The caller's shard guard is released as this unwinds.
+                panic::resume_unwind(payload);
+            }
+        }
+    }
+
+    /// A copy of the oldest pending key's event (consumer only).
+    pub(crate) fn peek(&self, local: &mut Local) -> Option<Event<K, V>>
+    where
+        V: Clone,
+    {
+        loop {
+            if local.private.is_empty() && !self.refill(local) {
+                return None;
+            }
+            let ticket = local.private.front().expect("refilled");
+            let (shard, index) = unpack(ticket.slot);
+            let keys = lock(&self.shards[shard].lock);
+            let found = keys
+                .slab
+                .as_deref()
+                .and_then(|slab| slab.get(index))
+                .filter(|e| e.is_ticket(ticket.index, local.private_seg))
+                .map(|e| Event::new(e.key.clone(), e.value.clone(), e.sends));
+            drop(keys);
+            match found {
+                Some(event) => return Some(event),
+                None if self.is_closed() => return None,
+                None => drop(local.private.pop_front()), // stale ticket
+            }
+        }
     }
 }

@@ -151,6 +151,7 @@ mod receiver;
 mod registry;
 mod sender;
 mod shared;
+mod slab;
 mod state;
 mod table;
 mod tickets;
@@ -417,7 +418,7 @@ where
         }
     }
 
-    /// The hub. Allocates the shared state (and the table's 16 shards with
+    /// The hub. Allocates the shared state (and the table's 8 shards with
     /// `retain_latest`); never blocks.
     pub fn build(self) -> Hub<K, V> {
         Hub {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 pub struct Receiver<K, V> {
     pub(crate) core: Arc<RxCore<K, V>>,
     pub(crate) shared: Arc<Shared<K, V>>,
-    pub(crate) local: Local<K>,
+    pub(crate) local: Local,
     /// Parking state of the `Stream` implementation between polls.
     pub(crate) listener: Option<Listener>,
 }
@@ -33,7 +33,7 @@ pub struct Receiver<K, V> {
 struct Parts<'a, K, V> {
     core: &'a RxCore<K, V>,
     shared: &'a Shared<K, V>,
-    local: &'a mut Local<K>,
+    local: &'a mut Local,
 }
 
 impl<K, V> Parts<'_, K, V>
@@ -51,7 +51,7 @@ where
     /// quiescent, nothing can arrive after that second look.
     fn closed_or<T>(
         &mut self,
-        mut take: impl FnMut(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
+        mut take: impl FnMut(&RxCore<K, V>, &mut Local) -> Option<T>,
     ) -> Result<Option<T>, RecvError> {
         if self.core.is_closed() {
             return Err(RecvError);

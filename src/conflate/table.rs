@@ -19,7 +19,8 @@
 //! - A snapshot registration reads the table with no send in flight at all
 //!   (see `state.rs`, `QUIESCE`), so the table cannot change under it.
 
-use super::core::{shard_index, SHARDS};
+use super::core::shard_index;
+use super::slab::SHARDS;
 use crate::policy::Merge;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crossbeam_utils::CachePadded;

@@ -48,6 +48,48 @@ fn annihilation_unlinks_from_shared_and_private_lists() {
     assert_eq!(keys, vec![3]);
 }
 
+/// A ticket left stale in the consumer's private list names a slab index that a
+/// new entry reuses, with the same ticket index in the next list: only the
+/// segment tells them apart. Neither a cut (ticket by ticket, or taking the
+/// slabs whole) nor a pop may take the new entry for the stale ticket.
+#[test]
+fn stale_tickets_never_claim_a_reused_slab_index() {
+    use super::core::shard_index;
+    for (fillers, cut) in [(0, true), (200, true), (200, false)] {
+        let hub: Hub<u32, i32> = Hub::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
+        let shard = |k: &u32| shard_index(hub.shared.hash(k));
+        let mut in_0 = (0..).filter(|k| shard(k) == 0);
+        let [a0, a1, a2, b0, b1] = std::array::from_fn(|_| in_0.next().unwrap());
+        let filler: Vec<u32> = (0..).filter(|k| shard(k) != 0).take(fillers).collect();
+        let tx = hub.sender();
+        let mut rx = hub.receiver();
+        // Shard 0: a0, a1, a2 at slab indices 0, 1, 2, tickets 0, 1, 2.
+        for &k in [a0, a1, a2].iter().chain(&filler) {
+            tx.send(k, 1).unwrap();
+        }
+        // Every ticket moves to the private list; a0 is taken (slab index 0 free).
+        assert_eq!(rx.try_recv().unwrap().key, a0);
+        // b0: slab index 0, ticket 0 of the new list. a1 annihilated: its
+        // ticket (private, index 1) goes stale, slab index 1 free. b1: slab
+        // index 1, ticket 1 of the new list.
+        tx.send(b0, 1).unwrap();
+        tx.send(a1, -1).unwrap();
+        tx.send(b1, 1).unwrap();
+        let got: Vec<u32> = if cut {
+            rx.try_recv_all()
+                .unwrap()
+                .into_iter()
+                .map(|e| e.key)
+                .collect()
+        } else {
+            rx.try_iter().map(|e| e.key).collect()
+        };
+        let want: Vec<u32> = [a2].into_iter().chain(filler).chain([b0, b1]).collect();
+        assert_eq!(got, want, "cut: {cut}");
+        assert_eq!(rx.len(), 0);
+    }
+}
+
 #[test]
 fn two_threads_conserve_sends() {
     let hub: Hub<u32, u64> = Hub::with_merge(|a, b| Some(a + b));
@@ -104,8 +146,10 @@ fn hard_close_during_sends_frees_everything() {
 
 #[test]
 fn large_cut_grouped_by_shard_is_one_instant() {
-    // A backlog above GROUPED_CLAIM_MIN, cut while one sender keeps adding keys
-    // in order and re-sending old ones (OR-merged bits). The sends, in order:
+    // A large backlog, cut while one sender keeps adding keys in order and
+    // re-sending old ones (OR-merged bits), so that the cut meets shards it
+    // takes whole and shards where the sender already made entries of the new
+    // epoch (claimed ticket by ticket). The sends, in order:
     //   new 0, .., new n-1, then for j in 0..n: new n+j, again j (bit 2).
     // A cut is one instant, so after every batch what was received in total is
     // a prefix of that sequence: new keys 0..N, and the re-sends of exactly

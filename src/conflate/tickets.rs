@@ -1,52 +1,60 @@
 //! The first-touch key queue of one receiver: a slab-backed doubly linked list of
 //! *tickets*, one per pending key, in the order the keys became pending.
 //!
-//! A ticket names a pending value without owning it (the value lives in the key's
-//! shard, see `core.rs`): it carries the key and its hash, to find the slot again,
-//! and a receiver-unique `id`, so a ticket whose value was annihilated and re-sent is
-//! recognisably stale. Indices into the slab are stable while the ticket is in the
-//! list, which is what makes unlinking an annihilated key O(1), so the queue holds no
-//! dead entries and its size stays bounded by the pending key set.
+//! A ticket names a pending entry without owning it: the entry lives in its
+//! shard's slab (see `core.rs`), and the ticket holds only where, its shard and
+//! slab index packed in one word (`slot`). No copy of the key, no hash: claiming
+//! a ticket is an index, not a probe. The entry in turn records where its ticket
+//! is (the list's *segment* and the ticket's index in it), which is what tells a
+//! live ticket from a stale one whose entry was annihilated and whose slab index
+//! was reused. Indices into this list are stable while the ticket is linked,
+//! which makes unlinking an annihilated key O(1), so the queue holds no dead
+//! tickets and its size stays bounded by the pending key set.
+//!
+//! A node is 12 bytes (slot, prev, next).
 
 const NIL: u32 = u32::MAX;
 
-struct Node<K> {
-    /// `None` only while the node is on the free list.
-    key: Option<K>,
-    hash: u64,
-    id: u64,
+/// `slot` of a node on the free list (never a packed shard and index: see
+/// `core::MAX_SLAB`).
+const FREE: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Node {
+    slot: u32,
     prev: u32,
     next: u32,
 }
 
-/// A ticket taken out of the list.
-pub(crate) struct Ticket<K> {
-    pub(crate) key: K,
-    pub(crate) hash: u64,
-    pub(crate) id: u64,
+/// A ticket taken out of (or read at the front of) the list: the entry it names,
+/// and its own index in the list, which the entry compares with what it
+/// recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub(crate) slot: u32,
+    pub(crate) index: u32,
 }
 
-pub(crate) struct TicketList<K> {
-    nodes: Vec<Node<K>>,
-    head: u32,
-    tail: u32,
-    free: u32,
+#[derive(Default)]
+pub(crate) struct TicketList {
+    nodes: Vec<Node>,
+    head: Link,
+    tail: Link,
+    free: Link,
     len: usize,
 }
 
-impl<K> Default for TicketList<K> {
+/// A node index or `NIL`; `NIL` by default.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Link(u32);
+
+impl Default for Link {
     fn default() -> Self {
-        TicketList {
-            nodes: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            free: NIL,
-            len: 0,
-        }
+        Link(NIL)
     }
 }
 
-impl<K> TicketList<K> {
+impl TicketList {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -55,81 +63,80 @@ impl<K> TicketList<K> {
         self.len == 0
     }
 
-    /// Appends a ticket and returns its slab index (stable until it leaves the list).
+    /// Appends a ticket naming `slot` and returns its index (stable until it
+    /// leaves the list). An index is below `u32::MAX - 1`, so the entry can store
+    /// it plus one in a `NonZeroU32`.
     ///
     /// # Panics
-    /// If more than `u32::MAX - 1` tickets are pending at once.
-    pub(crate) fn push_back(&mut self, key: K, hash: u64, id: u64) -> u32 {
+    /// If more than `u32::MAX - 2` tickets are pending at once.
+    pub(crate) fn push_back(&mut self, slot: u32) -> u32 {
+        debug_assert_ne!(slot, FREE, "a packed slot is never FREE");
         let node = Node {
-            key: Some(key),
-            hash,
-            id,
-            prev: self.tail,
+            slot,
+            prev: self.tail.0,
             next: NIL,
         };
-        let idx = if self.free != NIL {
-            let idx = self.free;
-            self.free = self.nodes[idx as usize].next;
+        let idx = if self.free.0 != NIL {
+            let idx = self.free.0;
+            self.free = Link(self.nodes[idx as usize].next);
             self.nodes[idx as usize] = node;
             idx
         } else {
             let idx = u32::try_from(self.nodes.len())
                 .ok()
-                .filter(|&i| i != NIL)
-                .expect("more than u32::MAX - 1 keys pending on one receiver");
+                .filter(|&i| i < NIL - 1)
+                .expect("more than u32::MAX - 2 keys pending on one receiver");
             self.nodes.push(node);
             idx
         };
-        match self.tail {
-            NIL => self.head = idx,
+        match self.tail.0 {
+            NIL => self.head = Link(idx),
             tail => self.nodes[tail as usize].next = idx,
         }
-        self.tail = idx;
+        self.tail = Link(idx);
         self.len += 1;
         idx
     }
 
     /// The oldest ticket, without removing it.
-    pub(crate) fn front(&self) -> Option<(&K, u64, u64)> {
-        match self.head {
+    pub(crate) fn front(&self) -> Option<Ticket> {
+        match self.head.0 {
             NIL => None,
-            head => {
-                let n = &self.nodes[head as usize];
-                Some((n.key.as_ref().expect("linked node has a key"), n.hash, n.id))
-            }
+            head => Some(Ticket {
+                slot: self.nodes[head as usize].slot,
+                index: head,
+            }),
         }
     }
 
-    pub(crate) fn pop_front(&mut self) -> Option<Ticket<K>> {
-        match self.head {
+    pub(crate) fn pop_front(&mut self) -> Option<Ticket> {
+        match self.head.0 {
             NIL => None,
             head => Some(self.unlink(head)),
         }
     }
 
-    /// Unlinks the ticket at `idx` if it is still the one with `id`.
-    pub(crate) fn remove(&mut self, idx: u32, id: u64) -> bool {
-        let live = self
-            .nodes
-            .get(idx as usize)
-            .is_some_and(|n| n.key.is_some() && n.id == id);
-        if live {
-            drop(self.unlink(idx));
-        }
-        live
+    /// Unlinks the ticket at `index`, which must be linked (the caller knows it
+    /// is: its entry recorded this list's segment and this index).
+    pub(crate) fn remove(&mut self, index: u32) {
+        debug_assert!(
+            self.nodes
+                .get(index as usize)
+                .is_some_and(|n| n.slot != FREE),
+            "removing a ticket that is not linked"
+        );
+        self.unlink(index);
     }
 
-    /// Moves every ticket, oldest first, into `out`, and empties the list (keeping
+    /// Calls `f` on every ticket, oldest first, and empties the list (keeping
     /// its capacity). Walks the links once; no per-ticket unlinking.
-    pub(crate) fn drain_into(&mut self, out: &mut Vec<Ticket<K>>) {
-        out.reserve(self.len);
-        let mut at = self.head;
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(Ticket)) {
+        let mut at = self.head.0;
         while at != NIL {
-            let node = &mut self.nodes[at as usize];
-            out.push(Ticket {
-                key: node.key.take().expect("linked node has a key"),
-                hash: node.hash,
-                id: node.id,
+            let node = self.nodes[at as usize];
+            f(Ticket {
+                slot: node.slot,
+                index: at,
             });
             at = node.next;
         }
@@ -139,41 +146,35 @@ impl<K> TicketList<K> {
     /// Empties the list, keeping its capacity.
     pub(crate) fn clear(&mut self) {
         self.nodes.clear();
-        self.head = NIL;
-        self.tail = NIL;
-        self.free = NIL;
+        self.head = Link(NIL);
+        self.tail = Link(NIL);
+        self.free = Link(NIL);
         self.len = 0;
     }
 
-    fn unlink(&mut self, idx: u32) -> Ticket<K> {
-        let (prev, next) = {
-            let n = &self.nodes[idx as usize];
-            (n.prev, n.next)
-        };
+    fn unlink(&mut self, idx: u32) -> Ticket {
+        let Node { slot, prev, next } = self.nodes[idx as usize];
         match prev {
-            NIL => self.head = next,
+            NIL => self.head = Link(next),
             p => self.nodes[p as usize].next = next,
         }
         match next {
-            NIL => self.tail = prev,
+            NIL => self.tail = Link(prev),
             n => self.nodes[n as usize].prev = prev,
         }
-        let node = &mut self.nodes[idx as usize];
-        let key = node.key.take().expect("linked node has a key");
-        let ticket = Ticket {
-            key,
-            hash: node.hash,
-            id: node.id,
+        self.nodes[idx as usize] = Node {
+            slot: FREE,
+            prev: NIL,
+            next: self.free.0,
         };
-        node.next = self.free;
-        self.free = idx;
+        self.free = Link(idx);
         self.len -= 1;
         if self.len == 0 {
             // Nothing linked: drop the free list too, so indices restart at 0 and
             // the slab never holds more nodes than the peak pending count.
             self.clear();
         }
-        ticket
+        Ticket { slot, index: idx }
     }
 }
 
@@ -181,33 +182,38 @@ impl<K> TicketList<K> {
 mod tests {
     use super::*;
 
-    fn keys(list: &mut TicketList<u32>) -> Vec<u32> {
-        std::iter::from_fn(|| list.pop_front().map(|t| t.key)).collect()
+    fn slots(list: &mut TicketList) -> Vec<u32> {
+        std::iter::from_fn(|| list.pop_front().map(|t| t.slot)).collect()
     }
 
     #[test]
     fn fifo_order_and_removal_from_every_position() {
         let mut l = TicketList::default();
-        let idx: Vec<u32> = (0..5).map(|k| l.push_back(k, 0, u64::from(k))).collect();
-        assert!(l.remove(idx[0], 0)); // head
-        assert!(l.remove(idx[2], 2)); // middle
-        assert!(l.remove(idx[4], 4)); // tail
-        assert!(!l.remove(idx[4], 4), "removing twice is a no-op");
+        let idx: Vec<u32> = (0..5).map(|k| l.push_back(k)).collect();
+        l.remove(idx[0]); // head
+        l.remove(idx[2]); // middle
+        l.remove(idx[4]); // tail
         assert_eq!(l.len(), 2);
-        l.push_back(9, 0, 9); // reuses a freed node
-        assert_eq!(keys(&mut l), vec![1, 3, 9]);
+        assert_eq!(l.front(), Some(Ticket { slot: 1, index: 1 }));
+        let reused = l.push_back(9);
+        assert!(idx.contains(&reused), "a freed node is reused");
+        assert_eq!(slots(&mut l), vec![1, 3, 9]);
         assert!(l.is_empty());
     }
 
     #[test]
-    fn stale_id_does_not_remove_a_reused_node() {
+    fn drain_walks_in_order_and_indices_restart_after_emptying() {
         let mut l = TicketList::default();
-        let a = l.push_back(1, 0, 10);
-        l.push_back(2, 0, 11);
-        assert!(l.remove(a, 10));
-        let b = l.push_back(3, 0, 12);
-        assert_eq!(a, b, "node reused");
-        assert!(!l.remove(a, 10), "old id must not unlink the new ticket");
-        assert_eq!(keys(&mut l), vec![2, 3]);
+        for k in 0..4 {
+            l.push_back(k);
+        }
+        l.remove(1);
+        let mut seen = Vec::new();
+        l.drain(|t| seen.push((t.slot, t.index)));
+        assert_eq!(seen, vec![(0, 0), (2, 2), (3, 3)]);
+        assert!(l.is_empty());
+        assert_eq!(l.push_back(7), 0, "indices restart once the list is empty");
+        l.remove(0);
+        assert_eq!(l.push_back(8), 0);
     }
 }
