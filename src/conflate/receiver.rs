@@ -107,7 +107,7 @@ where
     /// One non-blocking take: closed beats empty beats value.
     fn try_take<T>(
         &mut self,
-        take: impl FnMut(&RxCore<K, V>, &mut Local<K>) -> Option<T>,
+        take: impl FnMut(&RxCore<K, V>, &mut Local) -> Option<T>,
     ) -> Result<T, TryRecvError> {
         let (mut parts, _) = self.parts();
         match parts.closed_or(take) {
