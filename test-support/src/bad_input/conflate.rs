@@ -14,7 +14,7 @@ use super::{Sprung, Touchy, Trap, Which};
 use crate::conflate_api::*;
 use futures::executor::block_on;
 use futures::StreamExt as _;
-use keybus::{RecvError, RecvTimeoutError, TryRecvError};
+use keybus::{RecvTimeoutError, TryRecvError};
 use std::fmt;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
@@ -25,35 +25,7 @@ use std::task::{Context, Poll, Wake};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Everything pending now, as `(key, value, sends)`, via `try_iter`.
-pub fn drain<K: Key, V: Value>(rx: &mut impl ReceiverApi<K, V>) -> Vec<(K, V, u64)> {
-    rx.try_iter().map(|e| (e.key, e.value, e.sends)).collect()
-}
-
-/// Every receive form answers Closed, at once.
-pub fn assert_closed<K: Key, V: Value>(rx: &mut impl ReceiverApi<K, V>) {
-    assert!(rx.is_closed());
-    assert_eq!((rx.len(), rx.is_empty()), (0, true));
-    assert_eq!(rx.try_recv().err(), Some(TryRecvError::Closed));
-    assert_eq!(rx.try_recv_all().err(), Some(TryRecvError::Closed));
-    assert_eq!(rx.peek().err(), Some(TryRecvError::Closed));
-    assert_eq!(rx.recv().err(), Some(RecvError));
-    assert_eq!(
-        rx.recv_timeout(Duration::ZERO).err(),
-        Some(RecvTimeoutError::Closed)
-    );
-    assert_eq!(
-        rx.recv_timeout(Duration::MAX).err(),
-        Some(RecvTimeoutError::Closed)
-    );
-    assert_eq!(
-        rx.recv_deadline(far_future()).err(),
-        Some(RecvTimeoutError::Closed)
-    );
-    assert_eq!(block_on(rx.recv_async()).err(), Some(RecvError));
-    assert!(block_on(rx.next()).is_none());
-    assert_eq!(rx.iter().count(), 0);
-}
+pub use crate::conformance::support::{assert_fully_closed as assert_closed, drain};
 
 /// A new hub (no merge: the incoming value wins), a sender and a receiver.
 #[allow(clippy::type_complexity)]

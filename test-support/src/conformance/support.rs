@@ -66,6 +66,16 @@ pub fn assert_fully_closed<K: Key, V: Value>(rx: &mut impl ReceiverApi<K, V>) {
         rx.recv_deadline(past()).err(),
         Some(RecvTimeoutError::Closed)
     );
+    // The extremes too: no deadline arithmetic may overflow or wait.
+    assert_eq!(
+        rx.recv_timeout(Duration::MAX).err(),
+        Some(RecvTimeoutError::Closed)
+    );
+    assert_eq!(
+        rx.recv_deadline(crate::bad_input::conflate::far_future())
+            .err(),
+        Some(RecvTimeoutError::Closed)
+    );
     assert_eq!(
         futures::executor::block_on(rx.recv_async()).err(),
         Some(RecvError)
