@@ -16,9 +16,8 @@
 //! every send that returned `Ok` is accounted for as delivered (its `sends` count),
 //! coalesced into a delivery, annihilated, or abandoned by a close.
 //!
-//! What loom does not check here: `arc-swap`'s own protocol (the registry snapshot is
-//! a loom mutex under loom), `event-listener` (replaced by a loom condvar stand-in),
-//! and deadlines (loom has no clock).
+//! What loom does not check here: `event-listener` (replaced by a loom condvar
+//! stand-in) and deadlines (loom has no clock).
 #![cfg(loom)]
 
 use keybus::conflate::{Hub, Receiver, Sender};
@@ -273,9 +272,10 @@ fn park_vs_wake_close() {
 /// one is freed (loom checks every `Arc` is released) and nothing is delivered to
 /// a handle that is gone. The two registry writes flip the list slot twice while
 /// the send may still be in flight on the first: the registry asserts (under
-/// loom) that it frees a list only when no send is in flight on its slot, so a
-/// missing grace period fails here with "freeing receiver list ... while 1
-/// send(s) in flight", not with a crash on reused memory.
+/// loom) that it rewrites a view or releases a core only when no send is in
+/// flight on that slot, so a missing grace period fails here with "registry:
+/// rewriting the view of slot ... while 1 send(s) in flight", not with a crash
+/// on reused memory.
 #[test]
 fn register_and_deregister_vs_send() {
     loom::model(|| {
