@@ -300,12 +300,13 @@ impl SentCounter {
             use std::sync::atomic::Ordering as O;
             let (cached, counter) = slot::CACHE.with(std::cell::Cell::get);
             if cached == self.id {
-                // SAFETY: the cache holds `self.id` only if this thread stored
-                // it below, with a pointer to this thread's counter in one of
+                // The cache holds `self.id` only if this thread stored it
+                // below, with a pointer to this thread's counter in one of
                 // `self`'s chunks; ids are never reused, and the chunks are
-                // freed only by `drop(&mut self)`, so while `&self` lives the
-                // pointer is valid. `Guard` clears the cache before the slot
-                // changes hands, so the slot is still this thread's.
+                // freed only by `drop(&mut self)`. `Guard` clears the cache
+                // before the slot changes hands.
+                // SAFETY: so while `&self` lives the pointer is valid, and the
+                // counter it names is still this thread's slot.
                 let counter = unsafe { &*counter };
                 // Owned by this thread: a plain load and store (see below).
                 counter.store(counter.load(O::Relaxed) + 1, O::Relaxed);

@@ -141,11 +141,12 @@ impl<'a, K, V> Listed<'a, K, V> {
         // leaving): non-null stores land past every in-flight view, or in
         // another array (module docs).
         let core = entry.load(Ordering::Relaxed);
-        // SAFETY: `Listed` is made only by `Registry::list` (for a send in
-        // flight on its slot) and `ListWriter::listed` (for the lock holder). A
-        // non-null entry is the registry's count of a live core, released only
-        // after a grace period that waits for every send in flight when it was
-        // nulled, and only under the writer lock.
+        // `Listed` is made only by `Registry::list` (for a send in flight on
+        // its slot) and `ListWriter::listed` (for the lock holder). A non-null
+        // entry is the registry's count of a live core, released only after a
+        // grace period that waits for every send in flight when it was nulled,
+        // and only under the writer lock.
+        // SAFETY: so a non-null entry read here names a live core.
         unsafe { core.as_ref() }
     }
 
