@@ -19,16 +19,19 @@ pub(crate) trait HubWord: Copy {
     fn bits(self) -> u64;
 
     /// Sends fail: `Sender::close`, `Hub::close`, or every send handle dropped.
+    #[inline]
     fn tx_closed(self) -> bool {
         self.bits() & TX_CLOSED != 0
     }
 
     /// `Hub::close` ran.
+    #[inline]
     fn hub_closed(self) -> bool {
         self.bits() & HUB_CLOSED != 0
     }
 
     /// Receivers registered and not yet deregistered.
+    #[inline]
     fn receivers(self) -> u64 {
         self.bits() & Self::RECEIVER_MASK
     }

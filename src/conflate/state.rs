@@ -58,6 +58,7 @@ pub(crate) struct Snapshot(u64);
 impl HubWord for Snapshot {
     const RECEIVER_MASK: u64 = RECEIVER_MASK;
 
+    #[inline]
     fn bits(self) -> u64 {
         self.0
     }

@@ -25,6 +25,7 @@ const RECEIVER_MASK: u64 = HUB_CLOSED - 1;
 impl HubWord for Snapshot {
     const RECEIVER_MASK: u64 = RECEIVER_MASK;
 
+    #[inline]
     fn bits(self) -> u64 {
         self.0
     }
