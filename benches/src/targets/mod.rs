@@ -134,7 +134,7 @@ fn table(targets: &[list::Target], outcomes: &[run::Outcome]) -> String {
         };
         let _ = writeln!(
             s,
-            "{row_start} {} | {} | {} | {:.2} | {goal} | {status} |",
+            "{row_start} {} | {} | {} | {:.3} | {goal} | {status} |",
             span(range(o.pairs.iter().map(|p| p.0))),
             span(range(o.pairs.iter().map(|p| p.1))),
             span((lo, hi)),
