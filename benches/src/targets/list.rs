@@ -203,20 +203,26 @@ pub fn targets(scale: u64) -> Vec<Target> {
             fan_out_run(bl.fan_out_counted, shape, 5 * scale),
         ),
     ));
-    // bench-report's shapes, with 4× its quick sends.
-    let try_all: [(&str, f64); 3] = [
+    // bench-report's shapes, with more sends.
+    let try_all: [(&str, u64, f64); 3] = [
         (
             "1 sender → 16 receivers (threads, `try_recv_all`), 64 hot keys",
+            1_000_000,
             3.0,
         ),
         (
             "2 senders × 4 receivers, 4,096 keys, `try_recv_all` consumers",
+            2_000_000,
             1.5,
         ),
-        ("4 senders × 4 receivers, 4,096 keys (oversubscribed)", 1.5),
+        (
+            "4 senders × 4 receivers, 4,096 keys (oversubscribed)",
+            2_000_000,
+            1.5,
+        ),
     ];
-    for ((what, goal), (name, s, r, keys, sends)) in try_all.into_iter().zip(TRY_ALL_FAN_OUTS) {
-        let shape = [s, r, keys, 4 * sends * scale];
+    for ((what, sends, goal), (name, s, r, keys, _)) in try_all.into_iter().zip(TRY_ALL_FAN_OUTS) {
+        let shape = [s, r, keys, sends * scale];
         out.push(target(
             what,
             format!("conflate/{name}"),
