@@ -6,7 +6,12 @@
 //!
 //! Every throughput scenario returns the wall time of `sends` sends *including*
 //! the receivers' drain after a graceful close, so a design cannot look fast by
-//! leaving work behind in its queues.
+//! leaving work behind in its queues; its consumers either `recv` or take whole
+//! backlogs with `try_recv_all` (yielding when empty).
+//!
+//! `builder_scenarios!` (`conflate_builder_scenarios.rs`) adds the scenarios
+//! that need receiver filters, per-receiver merges or `HubStats`, for keybus
+//! and the baseline only.
 //!
 //! Each expansion carries `CAPS` ([`peers::Caps`]): which key sets and backlogs the
 //! implementation takes part in. keybus and the baseline take part in everything;

@@ -5,6 +5,7 @@
 //! cargo run --release -p keybus-benches --bin bench-report              # quick: under a minute
 //! cargo run --release -p keybus-benches --bin bench-report -- --full    # more rounds, longer runs
 //! cargo run --release -p keybus-benches --bin bench-report -- --only broadcast --rounds 5
+//! cargo run --release -p keybus-benches --bin bench-report -- --targets  # see `../targets/mod.rs`
 //! ```
 //!
 //! It runs the same scenarios as `cargo bench` (`benches/support/*_scenarios.rs`,
