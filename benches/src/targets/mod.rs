@@ -171,7 +171,7 @@ pub fn main(opts: &Options) {
         report,
         "Redesign targets, keybus ÷ baseline speed (above 1: keybus faster), `u64` keys and \
          values, release build. Commit {}; {cores} cores; load average {load_before} before, \
-         {} after; scale {scale}; {} measured rounds after a discarded warm-up, keybus and the \
+         {} after; scale {scale}; {} measured round(s) after a discarded warm-up, keybus and the \
          baseline back to back in each, the order alternating per round; wall time {:.0} s. \
          keybus and baseline columns: the cost (unit column) min–max over the rounds; the \
          ratio of a round is baseline cost ÷ keybus cost of that round's pair.\n",

@@ -39,7 +39,9 @@ fn attempt(who: &str, run: &super::list::Run) -> Result<f64, String> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "panicked".into());
-            Err(format!("{who} panicked: {msg}"))
+            // One line, no table separators: it goes into a Markdown cell.
+            let line = msg.lines().next().unwrap_or("").replace('|', "/");
+            Err(format!("{who} panicked: {line}"))
         }
     }
 }
