@@ -55,7 +55,10 @@ pub async fn events(
     let registration = match app.conns.open(&app.hub, &app.names, options) {
         Ok(registration) => registration,
         Err(full) => {
-            let message = format!("too many connections: this server serves at most {}\n", full.0);
+            let message = format!(
+                "too many connections: this server serves at most {}\n",
+                full.0
+            );
             return (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
         }
     };
@@ -67,16 +70,17 @@ pub async fn events(
 }
 
 /// The request's options, or the message of a 400 answer.
-fn options(app: &App, query: Result<Query<EventsQuery>, QueryRejection>) -> Result<StreamOptions, String> {
+fn options(
+    app: &App,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<StreamOptions, String> {
     let Query(q) = query.map_err(|e| format!("bad query string: {}\n", e.body_text()))?;
     let pace = match q.pace_ms {
         None => app.config.pace,
         Some(ms) if (MIN_PACE_MS..=MAX_PACE_MS).contains(&ms) => Duration::from_millis(ms),
-        Some(ms) => {
-            return Err(format!(
-                "bad query string: pace_ms must be between {MIN_PACE_MS} and {MAX_PACE_MS}, got {ms}\n"
-            ))
-        }
+        Some(ms) => return Err(format!(
+            "bad query string: pace_ms must be between {MIN_PACE_MS} and {MAX_PACE_MS}, got {ms}\n"
+        )),
     };
     if let Some(prefix) = &q.prefix {
         if prefix.len() > MAX_PREFIX {
@@ -139,6 +143,10 @@ impl Feed {
         loop {
             // The first tick is immediate: the snapshot goes out at once.
             self.ticker.tick().await;
+            // Read before the take: `producing == false` then means every send
+            // finished before this batch, so its stats are final (a client
+            // waits for that to check its table against `/snapshot`).
+            let producing = self.app.workload.producing();
             let batch = conn.take()?;
             if batch.events.is_empty() && self.last_message.elapsed() < IDLE_BEAT {
                 continue;
@@ -155,7 +163,7 @@ impl Feed {
                 rx: batch.stats.into(),
                 hub: self.app.hub.stats().into(),
                 rate: self.app.send_rate(),
-                producing: self.app.workload.producing(),
+                producing,
             };
             return Some(self.message("batch", serde_json::to_string(&msg)));
         }

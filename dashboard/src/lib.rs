@@ -12,11 +12,7 @@ pub mod connections;
 pub mod events;
 pub mod json;
 pub mod page;
+pub mod server;
 pub mod workload;
 
-use std::sync::Arc;
-
-/// Serves `app` on `listener` until the process ends.
-pub async fn serve(listener: tokio::net::TcpListener, app: Arc<app::App>) -> std::io::Result<()> {
-    axum::serve(listener, app::router(app)).await
-}
+pub use server::serve;

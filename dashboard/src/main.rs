@@ -29,11 +29,16 @@ fn main() -> ExitCode {
         let listener = match tokio::net::TcpListener::bind((config.addr, config.port)).await {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("keybus-dashboard: cannot listen on {}:{}: {e}", config.addr, config.port);
+                eprintln!(
+                    "keybus-dashboard: cannot listen on {}:{}: {e}",
+                    config.addr, config.port
+                );
                 return ExitCode::FAILURE;
             }
         };
-        let addr = listener.local_addr().expect("a bound listener has an address");
+        let addr = listener
+            .local_addr()
+            .expect("a bound listener has an address");
         let (keys, pace) = (config.keys, config.pace.as_millis());
         let app = App::start(config);
         // The first line is the address, for people and for the tests.

@@ -38,10 +38,26 @@ struct Family {
 }
 
 const FAMILIES: [Family; 4] = [
-    Family { name: "cpu", max: 100_00, step: 50 },   // percent
-    Family { name: "mem", max: 64_00, step: 5 },     // GiB
-    Family { name: "disk", max: 100_00, step: 50 },  // percent busy
-    Family { name: "net", max: 1000_00, step: 500 }, // Mbit/s
+    Family {
+        name: "cpu",
+        max: 100_00,
+        step: 50,
+    }, // percent
+    Family {
+        name: "mem",
+        max: 64_00,
+        step: 5,
+    }, // GiB
+    Family {
+        name: "disk",
+        max: 100_00,
+        step: 50,
+    }, // percent busy
+    Family {
+        name: "net",
+        max: 1000_00,
+        step: 500,
+    }, // Mbit/s
 ];
 
 /// The display name of metric `id`.
@@ -179,7 +195,8 @@ impl Producer {
         let mut sent: u64 = 0;
         let mut at = 0;
         'run: loop {
-            if self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| d <= Instant::now())
+            if self.stop.load(Ordering::Relaxed)
+                || self.deadline.is_some_and(|d| d <= Instant::now())
             {
                 break;
             }
@@ -249,7 +266,10 @@ mod tests {
         assert_eq!(table.len(), 40, "every metric is in the table");
         for (id, value) in table {
             let family = &FAMILIES[id as usize % FAMILIES.len()];
-            assert!((0.0..=family.max as f64 / 100.0).contains(&value), "{id}: {value}");
+            assert!(
+                (0.0..=family.max as f64 / 100.0).contains(&value),
+                "{id}: {value}"
+            );
             // Hundredths only: the value prints with at most two decimals.
             assert_eq!((value * 100.0).round() / 100.0, value);
         }
