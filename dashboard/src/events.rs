@@ -78,9 +78,11 @@ fn options(
     let pace = match q.pace_ms {
         None => app.config.pace,
         Some(ms) if (MIN_PACE_MS..=MAX_PACE_MS).contains(&ms) => Duration::from_millis(ms),
-        Some(ms) => return Err(format!(
+        Some(ms) => {
+            return Err(format!(
             "bad query string: pace_ms must be between {MIN_PACE_MS} and {MAX_PACE_MS}, got {ms}\n"
-        )),
+        ))
+        }
     };
     if let Some(prefix) = &q.prefix {
         if prefix.len() > MAX_PREFIX {
