@@ -40,22 +40,22 @@ struct Family {
 const FAMILIES: [Family; 4] = [
     Family {
         name: "cpu",
-        max: 100_00,
+        max: 100 * 100,
         step: 50,
     }, // percent
     Family {
         name: "mem",
-        max: 64_00,
+        max: 64 * 100,
         step: 5,
     }, // GiB
     Family {
         name: "disk",
-        max: 100_00,
+        max: 100 * 100,
         step: 50,
     }, // percent busy
     Family {
         name: "net",
-        max: 1000_00,
+        max: 1000 * 100,
         step: 500,
     }, // Mbit/s
 ];

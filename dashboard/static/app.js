@@ -5,7 +5,7 @@
 "use strict";
 
 const HOT = 8;          // metrics plotted
-const HISTORY = 120;    // points per plot
+const HISTORY = 60;     // points per plot
 const params = new URLSearchParams(location.search);
 const query = new URLSearchParams();
 for (const k of ["pace_ms", "prefix"]) if (params.has(k)) query.set(k, params.get(k));
@@ -43,7 +43,6 @@ function row(name) {
 function onBatch(msg) {
   state.batches += 1;
   if (state.firstBatchEvents === null) state.firstBatchEvents = msg.events.length;
-  for (const tr of tbody.querySelectorAll("tr.fresh")) tr.classList.remove("fresh");
   for (const [name, value, sends] of msg.events) {
     const m = row(name);
     m.value = value; m.last = sends; m.updates += 1; m.sends += sends;
@@ -59,7 +58,6 @@ function onBatch(msg) {
     // entry, sends == 0, skips none).
     m.skipped += Math.max(0, sends - 1);
     c[5].textContent = fmt(m.skipped);
-    if (sends > 0) m.row.classList.add("fresh");
     state.updates += 1; state.sends += sends; state.skipped += Math.max(0, sends - 1);
   }
   state.rx = msg.rx; state.hub = msg.hub; state.rate = msg.rate; state.producing = msg.producing;

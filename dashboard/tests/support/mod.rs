@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses a different part
 
 pub mod sse;
+pub mod webdriver;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
