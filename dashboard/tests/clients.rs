@@ -14,11 +14,11 @@ use support::{block_on, Server};
 const KEYS: u64 = 200;
 const CLIENTS: usize = 200;
 const SLOW_EVERY: usize = 4; // every 4th client is slow
-/// A slow client's link: 4 KiB per 100 ms (40 KB/s), while a fast client
+/// A slow client's link: 2 KiB per 100 ms (20 KB/s), while a fast client
 /// takes a batch of about 7 KB every 100 ms.
 const SLOW: Link = Link::Slow {
     rcvbuf: 4096,
-    read: 4096,
+    read: 2048,
     every: Duration::from_millis(100),
 };
 /// A generous ceiling for the server's resident memory with 200 clients: it
