@@ -9,21 +9,21 @@
 #[cfg(not(any(loom, shuttle)))]
 #[allow(unused_imports)]
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, MutexGuard,
 };
 
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, MutexGuard,
 };
 
 #[cfg(all(shuttle, not(loom)))]
 #[allow(unused_imports)]
 pub(crate) use shuttle::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Arc, Mutex, MutexGuard,
 };
 

@@ -108,7 +108,11 @@ macro_rules! conflate_alloc_tests {
                     (sends, recvs)
                 };
                 // Warm up: tables, queues and per-thread state reach their size.
-                for _ in 0..8 {
+                // 64 rounds: a cell receiver's queue blocks hold 31 entries,
+                // so where a round of 64 starts in a block cycles with a
+                // period of 31 rounds, and its pool of spare blocks reaches
+                // the most any round needs only after one full cycle.
+                for _ in 0..64 {
                     round(&tx, &mut rx, false);
                 }
                 let mut total = (0, 0);

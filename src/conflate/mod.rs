@@ -146,14 +146,19 @@
 //! per idle receiver) are kept in one place, `docs/performance.md`, written from
 //! `bench-report` runs.
 
+mod barrier;
+mod cell_rx;
+mod cells;
 mod core;
+mod lock;
+mod queue;
 mod receiver;
 mod registry;
 mod sender;
 mod shared;
 mod slab;
 mod state;
-mod table;
+pub(crate) mod stripes;
 mod tickets;
 
 pub use crate::error::{RecvError, RecvTimeoutError, SendError, TryRecvError};
@@ -163,9 +168,11 @@ pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;
 
 use crate::hub_word::HubWord;
-use crate::policy::{no_state_table, Merge, ReceiverConfig};
+use crate::policy::{no_state_table, KeyFilter, Merge, ReceiverConfig};
 use crate::sync::Arc;
+use cell_rx::CellLocal;
 use core::RxCore;
+use receiver::Kind;
 use shared::Shared;
 use std::fmt;
 use std::hash::Hash;
@@ -263,9 +270,11 @@ where
     /// If called from user code running inside a send of this hub (a merge, a
     /// key filter), which could hold that very shard lock.
     pub fn latest(&self, key: &K) -> Option<V> {
-        let table = self.shared.table.as_ref()?;
+        if !self.shared.retain {
+            return None;
+        }
         crate::reentrancy::forbid_inside_send(&*self.shared, "Hub::latest");
-        table.get(self.shared.hash(key), key)
+        self.shared.cells.latest(self.shared.hash(key), key)
     }
 
     /// The whole state table as of one instant, in its first-touch order: a
@@ -291,15 +300,11 @@ where
     /// # Panics
     /// If called from user code running inside a send of this hub.
     pub fn snapshot(&self) -> Vec<(K, V)> {
-        let Some(table) = self.shared.table.as_ref() else {
+        if !self.shared.retain {
             return Vec::new();
-        };
+        }
         crate::reentrancy::forbid_inside_send(&*self.shared, "Hub::snapshot");
-        table
-            .snapshot()
-            .into_iter()
-            .map(|(_, k, v)| (k, v))
-            .collect()
+        self.shared.cells.snapshot()
     }
 
     /// The send side's accounting: sends accepted and refused, receivers live.
@@ -529,7 +534,7 @@ where
     /// ```
     #[track_caller]
     pub fn snapshot(self) -> Self {
-        if self.shared.table.is_none() {
+        if !self.shared.retain {
             no_state_table();
         }
         ReceiverBuilder {
@@ -574,6 +579,11 @@ where
 
     /// Registers the receiver. It starts empty (unless
     /// [`snapshot`](Self::snapshot)); if the hub is closed it is born closed.
+    ///
+    /// A receiver of every key with the hub's newer-wins merge and no bound
+    /// shares the hub's cells (it keeps no values of its own); any other keeps
+    /// its pending values itself. Both behave the same; they cost differently
+    /// (see [`Sender::send`]).
     pub fn build(self) -> Receiver<K, V> {
         let ReceiverConfig {
             filter,
@@ -581,24 +591,30 @@ where
             snapshot,
             max_pending,
         } = self.config;
-        let merge = merge.unwrap_or_else(|| self.shared.merge.clone());
-        if snapshot {
+        let shares_cells = matches!(filter, KeyFilter::All)
+            && merge.is_none()
+            && matches!(self.shared.merge, Merge::NewerWins)
+            && max_pending.is_none();
+        let kind = if shares_cells {
+            let rx = self.shared.register_cell(snapshot);
+            Kind::Cells(rx, CellLocal::default())
+        } else {
+            let merge = merge.unwrap_or_else(|| self.shared.merge.clone());
             let core = Arc::new(RxCore::new(filter.clone(), merge, max_pending));
-            self.shared
-                .register_snapshot(&core, &filter, max_pending.unwrap_or(usize::MAX));
-            return Receiver {
-                core,
-                shared: self.shared,
-                local: Default::default(),
-                listener: None,
-            };
-        }
-        let core = Arc::new(RxCore::new(filter, merge, max_pending));
-        self.shared.register(&core);
+            if snapshot {
+                self.shared.register_own_snapshot(
+                    &core,
+                    &filter,
+                    max_pending.unwrap_or(usize::MAX),
+                );
+            } else {
+                self.shared.register_own(&core);
+            }
+            Kind::Own(core, Default::default())
+        };
         Receiver {
-            core,
+            kind,
             shared: self.shared,
-            local: Default::default(),
             listener: None,
         }
     }

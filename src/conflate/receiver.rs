@@ -1,13 +1,20 @@
 //! The receive side: one consumer per receiver, enforced by `&mut self`.
+//!
+//! A receiver is one of two kinds, chosen at `build` and invisible in the API:
+//! a **cell receiver** (every key, the hub's newer-wins merge, unbounded:
+//! `cell_rx.rs`) shares the hub's cells and keeps only its first-touch queue;
+//! an **own-value receiver** (a key filter, its own merge, `max_pending`, or
+//! a hub with its own merge: `core.rs`) keeps its pending values itself.
 
+use super::cell_rx::{CellLocal, CellRx};
 use super::core::{Local, RxCore};
 use super::shared::Shared;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
 use crate::hub_word::HubWord;
 use crate::stats::ReceiverStats;
-use crate::sync::{Arc, Listener};
-use crate::wait::{self, WaitFuture};
+use crate::sync::{Arc, Listener, Notify};
+use crate::wait;
 use futures_core::Stream;
 use std::fmt;
 use std::future::Future;
@@ -16,83 +23,214 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// One subscriber of a [`Hub`](super::Hub): a slot per pending key and a
-/// first-touch key queue, consumed by one owner (`&mut self` methods).
+/// One subscriber of a [`Hub`](super::Hub): its pending keys in first-touch
+/// order, consumed by one owner (`&mut self` methods).
 ///
 /// `Send + Sync`. Dropping it is [`close`](Self::close).
 pub struct Receiver<K, V> {
-    pub(crate) core: Arc<RxCore<K, V>>,
+    pub(crate) kind: Kind<K, V>,
     pub(crate) shared: Arc<Shared<K, V>>,
-    pub(crate) local: Local,
     /// Parking state of the `Stream` implementation between polls.
     pub(crate) listener: Option<Listener>,
+}
+
+/// Which kind of receiver, with its consumer-side state.
+pub(crate) enum Kind<K, V> {
+    Own(Arc<RxCore<K, V>>, Local),
+    Cells(Arc<CellRx>, CellLocal),
+}
+
+impl<K, V> Kind<K, V> {
+    fn notify(&self) -> &Notify {
+        match self {
+            Kind::Own(core, _) => &core.notify,
+            Kind::Cells(rx, _) => &rx.notify,
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Kind::Own(core, _) => core.is_closed(),
+            Kind::Cells(rx, _) => rx.is_closed(),
+        }
+    }
+
+    fn tx_closed(&self) -> bool {
+        match self {
+            Kind::Own(core, _) => core.tx_closed(),
+            Kind::Cells(rx, _) => rx.tx_closed(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Kind::Own(core, local) => core.len(local),
+            Kind::Cells(rx, local) => local.len(rx),
+        }
+    }
+
+    /// Closes this receiver only (if not closed yet): deregisters it and drops
+    /// what is pending. A cell receiver's entries are its consumer's to walk:
+    /// they are given up by [`Kind::settle_closed`] (the next receive, or the
+    /// drop).
+    fn close(&self, shared: &Shared<K, V>) {
+        match self {
+            Kind::Own(core, _) => {
+                if core.close() {
+                    shared.deregister_own(core);
+                    core.clear();
+                }
+            }
+            Kind::Cells(rx, local) => {
+                if rx.close() {
+                    shared.deregister_cell(rx);
+                    local.give_up_at_close(rx, &shared.cells);
+                }
+            }
+        }
+    }
+
+    /// After any close: a cell receiver gives up its entries (once).
+    fn settle_closed(&mut self, shared: &Shared<K, V>) {
+        if let Kind::Cells(rx, local) = self {
+            if !local.released() {
+                local.let_go(rx, &shared.cells);
+                shared.let_go();
+            }
+        }
+    }
+}
+
+impl<K, V> Kind<K, V>
+where
+    K: Eq + Clone,
+    V: Clone,
+{
+    fn pop(&mut self, shared: &Shared<K, V>) -> Option<Event<K, V>> {
+        match self {
+            Kind::Own(core, local) => core.pop(local),
+            Kind::Cells(rx, local) => local.pop(rx, &shared.cells),
+        }
+    }
+
+    fn cut(&mut self, shared: &Shared<K, V>) -> Vec<Event<K, V>> {
+        match self {
+            Kind::Own(core, local) => core.cut(local),
+            Kind::Cells(rx, local) => local.cut(rx, &shared.cells, &shared.clock),
+        }
+    }
+
+    fn peek(&mut self, shared: &Shared<K, V>) -> Option<Event<K, V>> {
+        match self {
+            Kind::Own(core, local) => core.peek(local),
+            Kind::Cells(rx, local) => local.peek(rx, &shared.cells),
+        }
+    }
+
+    /// The registration step before parking: a cell receiver announces it on
+    /// its queue's tail word (the next push wakes it); an own-value receiver
+    /// relies on the default fence pairing.
+    fn arm(&self) {
+        match self {
+            Kind::Own(..) => crate::sync::fence(crate::sync::Ordering::SeqCst),
+            Kind::Cells(rx, local) => {
+                // A `false` (a push got in first) needs nothing: the look
+                // after this finds it.
+                let _ = local.park(rx);
+            }
+        }
+    }
 }
 
 /// The consumer's borrowed parts, so an attempt closure can hold them while the
 /// listener is borrowed separately.
 struct Parts<'a, K, V> {
-    core: &'a RxCore<K, V>,
+    kind: &'a mut Kind<K, V>,
     shared: &'a Shared<K, V>,
-    local: &'a mut Local,
 }
 
 impl<K, V> Parts<'_, K, V>
 where
     K: Hash + Eq + Clone,
+    V: Clone,
 {
-    /// The receiver is done if it was closed (by itself or by `Hub::close`, which
-    /// marks every registered receiver before it returns), or the send side closed,
-    /// no send is in flight, and nothing is pending.
+    /// The receiver is done if it was closed (by itself or by `Hub::close`), or
+    /// the send side closed, no send is in flight, and nothing is pending.
     ///
-    /// A value found is returned without reading the hub's state word, which every
-    /// send writes twice: the consumer's fast path stays off that cache line, and
-    /// so does its idle polling until the send side has closed. After that, the
-    /// word is read and then the slots are looked at *again*: if the word said
+    /// A value found is returned without reading the hub's state: the
+    /// consumer's fast path stays off the senders' lines, and so does its idle
+    /// polling until the send side has closed. After that, the state and the
+    /// stripes are read and then the queue is looked at *again*: if they said
     /// quiescent, nothing can arrive after that second look.
     fn closed_or<T>(
         &mut self,
-        mut take: impl FnMut(&RxCore<K, V>, &mut Local) -> Option<T>,
+        mut take: impl FnMut(&mut Kind<K, V>, &Shared<K, V>) -> Option<T>,
     ) -> Result<Option<T>, RecvError> {
-        if self.core.is_closed() {
+        if self.kind.is_closed() {
+            self.kind.settle_closed(self.shared);
             return Err(RecvError);
         }
-        if let Some(found) = take(self.core, self.local) {
+        if let Some(found) = take(self.kind, self.shared) {
             return Ok(Some(found));
         }
-        if !self.core.tx_closed() {
-            // The common idle case: nothing pending, send side open. The hub's
-            // state word is not read (see `RxCore::tx_closed`).
+        if !self.kind.tx_closed() {
+            // The common idle case: nothing pending, send side open.
             return Ok(None);
         }
         let state = self.shared.state.load();
         if state.hub_closed() {
+            self.kind.settle_closed(self.shared);
             return Err(RecvError);
         }
-        if let Some(found) = take(self.core, self.local) {
+        let quiescent = self.shared.quiescent_closed();
+        if let Some(found) = take(self.kind, self.shared) {
             return Ok(Some(found));
         }
-        if state.quiescent_closed() {
-            // Drained after a graceful close: deregister now (conflate rule 7, docs/design.md).
-            if self.core.close() {
-                self.shared.deregister(self.core);
-            }
+        if quiescent {
+            // Drained after a graceful close: deregister now (conflate rule 7).
+            self.kind.close(self.shared);
+            self.kind.settle_closed(self.shared);
             return Err(RecvError);
         }
         Ok(None)
     }
 
     fn attempt(&mut self) -> Option<Result<Event<K, V>, RecvError>> {
-        self.closed_or(RxCore::pop).transpose()
+        self.closed_or(Kind::pop).transpose()
     }
 }
 
 impl<K, V> Receiver<K, V> {
+    /// Whether the next receive would report closed: this receiver or the hub was
+    /// closed, or the send side closed and nothing is left to deliver.
+    pub fn is_closed(&self) -> bool {
+        if self.kind.is_closed() {
+            return true;
+        }
+        let state = self.shared.state.load();
+        state.hub_closed()
+            || (self.kind.tx_closed() && self.shared.quiescent_closed() && self.kind.len() == 0)
+    }
+
+    /// How many keys are pending (0 once closed).
+    pub fn len(&self) -> usize {
+        if self.kind.is_closed() {
+            0
+        } else {
+            self.kind.len()
+        }
+    }
+
+    /// Whether no key is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn parts(&mut self) -> (Parts<'_, K, V>, &mut Option<Listener>) {
         (
             Parts {
-                core: &*self.core,
+                kind: &mut self.kind,
                 shared: &self.shared,
-                local: &mut self.local,
             },
             &mut self.listener,
         )
@@ -107,7 +245,7 @@ where
     /// One non-blocking take: closed beats empty beats value.
     fn try_take<T>(
         &mut self,
-        take: impl FnMut(&RxCore<K, V>, &mut Local) -> Option<T>,
+        take: impl FnMut(&mut Kind<K, V>, &Shared<K, V>) -> Option<T>,
     ) -> Result<T, TryRecvError> {
         let (mut parts, _) = self.parts();
         match parts.closed_or(take) {
@@ -124,9 +262,23 @@ where
     /// [`RecvError`] once the receiver or hub is closed, or the send side closed and
     /// everything pending was delivered.
     pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
-        let (mut parts, _) = self.parts();
-        let core = parts.core;
-        wait::block(&core.notify, None, || parts.attempt()).expect("no deadline")
+        self.recv_until(None).expect("no deadline")
+    }
+
+    fn recv_until(&mut self, deadline: Option<Instant>) -> Option<Result<Event<K, V>, RecvError>> {
+        let notify: *const Notify = self.kind.notify();
+        let (parts, _) = self.parts();
+        let parts = std::cell::RefCell::new(parts);
+        // SAFETY: the notify lives in the receiver core, which the `Arc` in
+        // `self.kind` keeps alive for this call; the attempt and arm closures
+        // never touch the `Arc` itself.
+        let notify = unsafe { &*notify };
+        wait::block_armed(
+            notify,
+            deadline,
+            || parts.borrow().kind.arm(),
+            || parts.borrow_mut().attempt(),
+        )
     }
 
     /// [`recv`](Self::recv) with a timeout. A zero timeout still returns a value
@@ -148,9 +300,7 @@ where
     /// # Errors
     /// As [`recv_timeout`](Self::recv_timeout).
     pub fn recv_deadline(&mut self, deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
-        let (mut parts, _) = self.parts();
-        let core = parts.core;
-        match wait::block(&core.notify, Some(deadline), || parts.attempt()) {
+        match self.recv_until(Some(deadline)) {
             Some(result) => result.map_err(RecvTimeoutError::from),
             None => Err(RecvTimeoutError::Timeout),
         }
@@ -162,21 +312,22 @@ where
     /// Closed beats empty beats value: [`TryRecvError::Closed`] as for `recv`,
     /// else [`TryRecvError::Empty`] if nothing is pending.
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.try_take(RxCore::pop)
+        self.try_take(Kind::pop)
     }
 
     /// Takes everything pending as of one instant: in queue (first-touch) order,
     /// one entry per key. Either the whole backlog with `Ok`, or an error and
     /// nothing — never a partial batch.
     ///
-    /// Publishers are held up only for an O(1) swap, not for the size of the
-    /// backlog.
+    /// Publishers are held up only for one read-modify-write (the cut's
+    /// instant) and then, per shard, for at most 64 takes, not for the size of
+    /// the backlog.
     ///
     /// # Errors
     /// As [`try_recv`](Self::try_recv). After a graceful close the last backlog
     /// comes back with `Ok`; only the next call reports closed.
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.try_take(|core, local| Some(core.cut(local)).filter(|b| !b.is_empty()))
+        self.try_take(|kind, shared| Some(kind.cut(shared)).filter(|b| !b.is_empty()))
     }
 
     /// A copy of the oldest pending event, left in place: what `try_recv` would
@@ -186,7 +337,7 @@ where
     /// # Errors
     /// As [`try_recv`](Self::try_recv).
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.try_take(RxCore::peek)
+        self.try_take(Kind::peek)
     }
 
     /// An async [`recv`](Self::recv), for any executor. Dropping the future before
@@ -194,9 +345,17 @@ where
     pub fn recv_async(
         &mut self,
     ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
-        let (mut parts, _) = self.parts();
-        let core = parts.core;
-        WaitFuture::new(&core.notify, move || parts.attempt())
+        let notify: *const Notify = self.kind.notify();
+        // SAFETY: the event lives in the receiver core, which the `Arc` in
+        // `self.kind` keeps alive while the future borrows `self` (nothing
+        // replaces `kind` meanwhile).
+        let notify = unsafe { &*notify };
+        let (parts, _) = self.parts();
+        RecvFuture {
+            parts,
+            notify,
+            listener: None,
+        }
     }
 
     /// A blocking iterator over events; it ends when the receiver is closed.
@@ -216,44 +375,18 @@ where
         // Checked before anything changes, so a re-entrant call leaves the
         // receiver as it was (see `reentrancy.rs`).
         crate::reentrancy::forbid_inside_send(&*self.shared, "Receiver::close");
-        if self.core.close() {
-            self.shared.deregister(&self.core);
-            self.core.clear();
-        }
-    }
-
-    /// Whether the next receive would report closed: this receiver or the hub was
-    /// closed, or the send side closed and nothing is left to deliver.
-    pub fn is_closed(&self) -> bool {
-        if self.core.is_closed() {
-            return true;
-        }
-        let state = self.shared.state.load();
-        state.hub_closed() || (state.quiescent_closed() && self.core.len(&self.local) == 0)
-    }
-
-    /// How many keys are pending (0 once closed).
-    pub fn len(&self) -> usize {
-        if self.core.is_closed() {
-            0
-        } else {
-            self.core.len(&self.local)
-        }
-    }
-
-    /// Whether no key is pending.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.kind.close(&self.shared);
     }
 
     /// What became of the sends that reached this receiver; see
     /// [`ReceiverStats`] for the fields and the conservation law they keep.
     /// Still readable after the receiver closed.
     ///
-    /// Never blocks a sender: lock-free loads of the per-shard counters
-    /// (5 × 16) and the consumer's own. Exact whenever no send or close is
-    /// running; while they run, the fields may lag each other, never with
-    /// `pending_sends` underflowing.
+    /// Never blocks a sender: lock-free loads only (per shard counters for a
+    /// receiver with its own values; for a receiver of the hub's cells, each
+    /// pending key's send sequence, so O(pending keys)). Exact whenever no
+    /// send or close is running; while they run, the fields may lag each
+    /// other, never with `pending_sends` underflowing.
     ///
     /// ```
     /// use keybus::conflate::Hub;
@@ -269,7 +402,38 @@ where
     /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
     /// ```
     pub fn stats(&self) -> ReceiverStats {
-        self.core.stats(&self.local)
+        match &self.kind {
+            Kind::Own(core, local) => core.stats(local),
+            Kind::Cells(rx, local) => local.stats(rx, &self.shared.cells),
+        }
+    }
+}
+
+/// `recv_async`'s future: one attempt per poll, parked on the receiver's
+/// event with its kind's registration step in between.
+struct RecvFuture<'a, K, V> {
+    parts: Parts<'a, K, V>,
+    notify: &'a Notify,
+    listener: Option<Listener>,
+}
+
+impl<K, V> Future for RecvFuture<'_, K, V>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+{
+    type Output = Result<Event<K, V>, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let parts = std::cell::RefCell::new(&mut this.parts);
+        wait::poll_attempt_armed(
+            this.notify,
+            &mut this.listener,
+            cx,
+            || parts.borrow().kind.arm(),
+            || parts.borrow_mut().attempt(),
+        )
     }
 }
 
@@ -284,37 +448,53 @@ where
     type Item = Event<K, V>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let (mut parts, listener) = self.get_mut().parts();
-        let core = parts.core;
-        wait::poll_attempt(&core.notify, listener, cx, || parts.attempt()).map(Result::ok)
+        let this = self.get_mut();
+        let notify: *const Notify = this.kind.notify();
+        // SAFETY: as in `recv_until`.
+        let notify = unsafe { &*notify };
+        let (parts, listener) = this.parts();
+        let parts = std::cell::RefCell::new(parts);
+        wait::poll_attempt_armed(
+            notify,
+            listener,
+            cx,
+            || parts.borrow().kind.arm(),
+            || parts.borrow_mut().attempt(),
+        )
+        .map(Result::ok)
     }
 }
 
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
         if crate::reentrancy::inside_send(&*self.shared) {
-            // Dropped by user code inside this hub's own send: deregistering would
-            // wait for that send. Closed, it takes no more values; it stays listed
-            // until the hub is freed. Panic unless already unwinding (a second
-            // panic would abort).
-            self.core.close();
+            // Dropped by user code inside this hub's own send: deregistering
+            // would take the writer lock the send may need. Closed, it takes no
+            // more values; it stays listed until the hub is freed. Panic unless
+            // already unwinding (a second panic would abort).
+            match &self.kind {
+                Kind::Own(core, _) => {
+                    core.close();
+                }
+                Kind::Cells(rx, _) => {
+                    rx.close();
+                }
+            }
             if !std::thread::panicking() {
                 crate::reentrancy::forbid_inside_send(&*self.shared, "dropping a Receiver");
             }
             return;
         }
-        if self.core.close() {
-            self.shared.deregister(&self.core);
-            self.core.clear();
-        }
+        self.kind.close(&self.shared);
+        self.kind.settle_closed(&self.shared);
     }
 }
 
 impl<K, V> fmt::Debug for Receiver<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver")
-            .field("pending", &self.core.len(&self.local))
-            .field("closed", &self.core.is_closed())
+            .field("pending", &self.len())
+            .field("closed", &self.kind.is_closed())
             .finish()
     }
 }

@@ -1,7 +1,8 @@
-//! The send side: a cheap handle, lock-free up to one receiver's key shard.
+//! The send side: a cheap handle; a send takes no lock shared by the whole bus.
 
+use super::barrier;
 use super::shared::Shared;
-use super::state::{Entered, Snapshot};
+use super::stripes::Stripe;
 use crate::error::SendError;
 use crate::hub_word::HubWord;
 use crate::reentrancy::SendScope;
@@ -18,18 +19,30 @@ pub struct Sender<K, V> {
     pub(crate) shared: Arc<Shared<K, V>>,
 }
 
-/// Ends one send in flight, also when user code panics out of the fan-out, so the
-/// in-flight count can never stay raised (docs/design.md, "Panics in user code").
+/// Ends one send in flight, also when user code panics out of the fan-out, so
+/// a stripe can never stay in flight (docs/design.md, "Panics in user code").
 struct InFlight<'a, K, V> {
     shared: &'a Shared<K, V>,
-    slot: usize,
+    stripe: Stripe<'a>,
 }
 
 impl<K, V> Drop for InFlight<'_, K, V> {
     fn drop(&mut self) {
-        if self.shared.state.leave_send(self.slot) {
-            self.shared.wake_all();
-        }
+        self.stripe.leave(true);
+        leave_after_close(self.shared);
+    }
+}
+
+/// After leaving: if the send side closed meanwhile, a receiver may be waiting
+/// for this very send to leave before it reports `Closed`; wake them all.
+/// The fence pairs with the close's heavy one: either the close saw this
+/// stripe in flight (and its receivers wait for this wake), or this load sees
+/// `TX_CLOSED`... or both; never neither (see `stripes.rs`).
+#[inline]
+fn leave_after_close<K, V>(shared: &Shared<K, V>) {
+    barrier::light();
+    if shared.state.load().tx_closed() {
+        shared.wake_all();
     }
 }
 
@@ -40,15 +53,18 @@ where
 {
     /// Sends `value` under `key` to every live receiver. Never blocks.
     ///
-    /// For a receiver with `key` pending, the value merges into that slot (the key
-    /// keeps its queue position); otherwise the key is appended at the back. With
-    /// no live receiver this is one atomic load of the hub's state plus a count in a
-    /// slot its thread owns (no read-modify-write, under 1 ns), and returns `Ok(())`.
+    /// For a receiver with `key` pending, the value merges into its pending
+    /// value (the key keeps its queue position); otherwise the key is appended
+    /// at the back. With no live receiver (and no state table) this is one
+    /// atomic load of the hub's state plus a count in a slot its thread owns
+    /// (no read-modify-write), and returns `Ok(())`.
     ///
-    /// Cost: one hash, then per receiver one uncontended-in-the-common-case shard
-    /// lock; a key that was not pending also takes the receiver's queue lock and
-    /// clones the key twice. A send that coalesces allocates nothing. The value is
-    /// cloned once per receiver but the last.
+    /// Cost: one hash. Receivers of every key with the default merge share
+    /// one cell per key: a send for a key pending at all of them is one lock
+    /// of the key's cell shard and one write, however many they are. Each
+    /// receiver with a key filter, its own merge or `max_pending` costs one
+    /// lock of one of its shards on top. A send that coalesces allocates
+    /// nothing.
     ///
     /// # Errors
     /// [`SendError`] with the key and value when the send side is closed; nothing
@@ -59,55 +75,76 @@ where
     /// the bus was repaired (see the [module docs](super#panics-in-user-code)).
     #[inline]
     pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-        // The no-receiver fast path: one Acquire load, inlined into the caller.
-        let now = self.shared.state.load();
+        let shared = &*self.shared;
+        // The no-receiver fast path: one Acquire load and an owned count.
+        let now = shared.state.load();
         if now.tx_closed() {
-            return self.shared.refuse(key, value);
+            return shared.refuse(key, value);
         }
+        let stripe = shared.stripes.mine();
         if now.idle() {
-            self.shared.sent.add();
+            stripe.count();
             return Ok(());
         }
-        self.fan_out(key, value, now)
+        self.fan_out(stripe, key, value)
     }
 
     /// The send proper, out of line so the fast path above stays small.
     #[inline(never)]
-    fn fan_out(&self, key: K, value: V, seen: Snapshot) -> Result<(), SendError<K, V>> {
+    fn fan_out(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
-        let mut seen = seen;
-        let slot = loop {
-            match shared.state.enter_send(seen) {
-                Entered::Closed => return shared.refuse(key, value),
-                Entered::NoReceivers => {
-                    shared.sent.add();
-                    return Ok(());
-                }
-                Entered::InFlight(slot) => break slot,
-                Entered::Quiescing => {
-                    // User code of a snapshot registration on this thread (its
-                    // key filter, a clone) would wait for itself: panic instead.
-                    crate::reentrancy::forbid_inside_send(shared, "Sender::send");
-                    seen = shared.state.wait_quiesced();
-                }
-            }
-        };
-        shared.sent.add();
-        let _in_flight = InFlight { shared, slot };
-        // Dropped before `_in_flight`, whose drop may take the registry lock.
+        // First: a send from user code running inside a send (or inside a
+        // snapshot registration's user code) of this hub panics here, before
+        // it marks its stripe or waits for anything. Dropped after
+        // `_in_flight` (declared below), whose drop only wakes receivers.
         let _scope = SendScope::enter(shared);
-        let hash = shared.hash(&key);
-        if let Some(table) = &shared.table {
-            // Inside the in-flight window, before any receiver: a snapshot
-            // registration (which waits for no send in flight) sees this
-            // update exactly when this send does not reach its receiver. A
-            // panicking hub merge removes the key and reaches no receiver.
-            table.update(hash, &key, &value, &shared.merge);
+        loop {
+            stripe.enter();
+            let now = shared.state.load();
+            if now.tx_closed() {
+                stripe.leave(false);
+                leave_after_close(shared);
+                return shared.refuse(key, value);
+            }
+            if now.idle() {
+                // The last receiver left since the first look.
+                stripe.leave(true);
+                leave_after_close(shared);
+                return Ok(());
+            }
+            if !now.quiescing() {
+                break;
+            }
+            // A snapshot registration is copying the table: wait holding
+            // nothing, then decide afresh. (User code of that registration on
+            // this thread would wait for itself: `SendScope::enter` above
+            // panicked for it already.)
+            stripe.leave(false);
+            shared.state.wait_quiesced();
         }
-        // SAFETY: this send is in flight on `slot` until `_in_flight` drops, after
-        // the last use of `receivers`.
-        let receivers = unsafe { shared.registry.list(slot) };
-        if let Some((last, rest)) = receivers.split_last() {
+        let _in_flight = InFlight { shared, stripe };
+        let hash = shared.hash(&key);
+        // SAFETY: this send is in flight until `_in_flight` drops, after the
+        // last use of either list.
+        let own = unsafe { shared.registry.own() };
+        let mut value = Some(value);
+        if shared.retain || shared.has_cell_receivers() {
+            // The cells first (the table, then every cell receiver): a
+            // panicking hub merge removes the key and reaches no receiver.
+            let v = if own.is_empty() {
+                value.take().expect("not moved yet")
+            } else {
+                value.clone().expect("not moved yet")
+            };
+            // SAFETY: in flight until `_in_flight` drops, after `wakes`.
+            let wakes = unsafe {
+                shared
+                    .cells
+                    .send(hash, &key, v, &shared.registry, &shared.clock)
+            };
+            wakes.wake();
+        }
+        if let (Some(value), Some((last, rest))) = (value, own.split_last()) {
             // The list may hold holes (receivers that left): `iter` skips them.
             for core in rest.iter() {
                 core.deliver(hash, &key, value.clone());
@@ -118,7 +155,9 @@ where
     }
 
     /// Closes the send side gracefully: every receiver still delivers everything
-    /// pending, then reports closed. Idempotent; never blocks.
+    /// pending, then reports closed. Idempotent. Returns once every receiver was
+    /// told; a send still in flight finishes on its own (the receivers wait for
+    /// it).
     pub fn close(&self) {
         self.shared.close_tx();
     }

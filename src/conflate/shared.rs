@@ -1,16 +1,20 @@
-//! What every handle of one hub shares: the state word, the receiver registry, the
-//! hasher and the hub's default merge.
+//! What every handle of one hub shares: the state word, the stripes, the
+//! receiver registry, the cells, the clock, the hasher and the hub's merge.
 
+use super::barrier;
+use super::cell_rx::CellRx;
+use super::cells::Cells;
 use super::core::RxCore;
-use super::registry::{ListWriter, Listed, Registry};
+use super::registry::{self, Registry, Writer};
 use super::state::HubState;
-use super::table::Table;
+use super::stripes::Stripes;
 use crate::error::SendError;
 use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge};
 use crate::reentrancy::{forbid_inside_send, SendScope};
-use crate::stats::{HubStats, SentCounter};
-use crate::sync::{lock, spin_wait, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::stats::HubStats;
+use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crossbeam_utils::CachePadded;
 use std::hash::{BuildHasher, Hash};
 
 /// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under
@@ -27,30 +31,35 @@ thread_local! {
     pub(crate) static WRITER_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// The registry writer's lock: serializes register, deregister and the closes'
-/// walks over the list. No send ever takes it.
-struct Writer<K, V> {
+/// The registry writer's lock: serializes register, deregister, the closes
+/// and grace periods. No send takes it (but a send that leaves after a close,
+/// to wake the receivers).
+pub(crate) struct WriterState<K, V> {
     /// Set by `Hub::close`: receivers made afterwards are born closed.
     closed: bool,
-    /// The registry's writer side (its array, length and index). Dropped with
-    /// the hub's shared state, it takes back the registry's count of every core
-    /// still listed (receivers dropped inside a send stay listed).
-    list: ListWriter<K, V>,
+    list: Writer<K, V>,
 }
 
 pub(crate) struct Shared<K, V> {
     pub(crate) state: HubState,
+    /// Sends in flight and sends accepted, per thread.
+    pub(crate) stripes: Stripes,
     pub(crate) registry: Registry<K, V>,
-    writer: Mutex<Writer<K, V>>,
+    writer: Mutex<WriterState<K, V>>,
     hasher: HashState,
     pub(crate) merge: Merge<V>,
+    /// One cell per live key, for the cell receivers and the state table.
+    pub(crate) cells: Cells<K, V>,
+    /// Moves on every cut of a cell receiver and every change of the cell
+    /// receivers: a cell stamped with the clock's value needs no fan-out.
+    pub(crate) clock: CachePadded<AtomicU64>,
+    /// `retain_latest`.
+    pub(crate) retain: bool,
+    /// Cell receivers listed now (written under the writer lock). A send
+    /// skips the cells when there are none and no table.
+    cell_receivers: AtomicUsize,
     /// `Hub` and `Sender` handles alive; the last one to drop closes the send side.
     handles: AtomicUsize,
-    /// The state table, with `retain_latest` only (the state word's `RETAIN`
-    /// bit says the same to the send path, in the word it loads anyway).
-    pub(crate) table: Option<Table<K, V>>,
-    /// Accepted sends.
-    pub(crate) sent: SentCounter,
     /// Refused sends (rare: one shared counter).
     refused: AtomicU64,
 }
@@ -67,18 +76,22 @@ impl Drop for Unquiesce<'_> {
 
 impl<K, V> Shared<K, V> {
     pub(crate) fn new(merge: Merge<V>, retain: bool) -> Self {
+        let (registry, list) = registry::new();
         Shared {
             state: HubState::new(retain),
-            registry: Registry::new(),
-            writer: Mutex::new(Writer {
+            stripes: Stripes::new(),
+            registry,
+            writer: Mutex::new(WriterState {
                 closed: false,
-                list: ListWriter::new(),
+                list,
             }),
             hasher: HashState::default(),
+            cells: Cells::new(merge.clone(), retain),
             merge,
+            clock: CachePadded::new(AtomicU64::new(0)),
+            retain,
+            cell_receivers: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
-            table: retain.then(Table::new),
-            sent: SentCounter::new(),
             refused: AtomicU64::new(0),
         }
     }
@@ -94,7 +107,7 @@ impl<K, V> Shared<K, V> {
     /// The hub's accounting; lock-free loads only.
     pub(crate) fn stats(&self) -> HubStats {
         HubStats {
-            sent: self.sent.read(),
+            sent: self.stripes.sent(),
             refused: self.refused.load(Ordering::Relaxed),
             receivers: self.state.load().receivers(),
         }
@@ -102,14 +115,14 @@ impl<K, V> Shared<K, V> {
 
     /// The hub-wide lock (registry writers only). Tests count its acquisitions
     /// to show that no send takes it.
-    fn lock_writer(&self) -> crate::sync::MutexGuard<'_, Writer<K, V>> {
+    fn lock_writer(&self) -> MutexGuard<'_, WriterState<K, V>> {
         #[cfg(test)]
         WRITER_LOCKS.with(|n| n.set(n.get() + 1));
         lock(&self.writer)
     }
 
-    /// The key's hash, computed once per send and reused for every receiver's shard
-    /// choice and table probe (docs/design.md, "One hash per send").
+    /// The key's hash, computed once per send and reused for every receiver's
+    /// shard choice and probe (docs/design.md, "One hash per send").
     pub(crate) fn hash(&self, key: &K) -> u64
     where
         K: Hash,
@@ -117,127 +130,214 @@ impl<K, V> Shared<K, V> {
         self.hasher.hash_one(key)
     }
 
-    /// Runs `f` on the registry's writer side under the writer lock (tests).
-    #[cfg(test)]
-    pub(crate) fn with_list_writer<R>(&self, f: impl FnOnce(&ListWriter<K, V>) -> R) -> R {
-        f(&self.lock_writer().list)
+    /// The send side is closed and no send can still publish: what a receiver
+    /// sees now is everything it will ever get. For a receiver that was told
+    /// the send side closed (after the close's heavy fence).
+    pub(crate) fn quiescent_closed(&self) -> bool {
+        self.state.load().tx_closed() && !self.stripes.any_in_flight()
     }
 
-    /// Runs `f` on the receiver list under the writer lock.
-    fn with_list_locked<R>(&self, f: impl FnOnce(Listed<'_, K, V>) -> R) -> R {
-        let w = self.lock_writer();
-        f(w.list.listed())
+    /// Whether any cell receiver is listed. Acquire pairs with the Release
+    /// store under the writer lock: a send that starts after a registration
+    /// returned sees it.
+    #[inline]
+    pub(crate) fn has_cell_receivers(&self) -> bool {
+        self.cell_receivers.load(Ordering::Acquire) != 0
     }
 
-    /// Adds a receiver, unless the hub or the send side is closed (then it is
-    /// born closed: nothing could ever reach it).
-    pub(crate) fn register(&self, core: &Arc<RxCore<K, V>>) {
+    fn count_cell_receivers(&self, w: &WriterState<K, V>) {
+        self.cell_receivers
+            .store(w.list.cell_live(), Ordering::Release);
+    }
+
+    /// Moves the clock (a change of the cell receivers). AcqRel: a send that
+    /// reads the new value under a cell lock sees the registry change.
+    fn tick(&self) {
+        self.clock.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether a new receiver is born closed (the hub or the send side is
+    /// closed); under the writer lock, as `close_tx` marks receivers under it.
+    fn born_closed(&self, w: &WriterState<K, V>) -> bool {
+        w.closed || self.state.load().tx_closed()
+    }
+
+    /// Lists an own-value receiver, unless it is born closed.
+    pub(crate) fn register_own(&self, core: &Arc<RxCore<K, V>>) {
         forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
-        // Under the writer lock: `close_tx` marks every registered receiver under
-        // it too, so a receiver either is born closed or gets marked.
-        if w.closed || self.state.load().tx_closed() {
+        if self.born_closed(&w) {
             core.close();
             return;
         }
-        self.registry.register(&mut w.list, &self.state, core);
+        w.list.register_own(&self.registry, core);
+        self.state.add_receiver();
     }
 
-    /// Registers a receiver born with the state table pending (rule 12), as one
-    /// instant against every send: sends are held off (`QUIESCE`) and drained,
-    /// the table (which only sends in flight change) is copied into `core`,
-    /// `core` is registered, and sends resume. A send is thus either in the
-    /// copy and never reaches `core`, or reaches `core` and is not in the copy.
-    ///
-    /// Senders stall meanwhile for O(table) clones plus the key filter over the
-    /// table: the price of the instant, paid only by hubs with a table and only
-    /// while a snapshot receiver registers.
-    pub(crate) fn register_snapshot(
-        &self,
-        core: &Arc<RxCore<K, V>>,
-        filter: &KeyFilter<K>,
-        limit: usize,
-    ) where
+    /// Makes and lists a cell receiver (born with the table pending if
+    /// `snapshot`), or one born closed.
+    pub(crate) fn register_cell(&self, snapshot: bool) -> Arc<CellRx>
+    where
         K: Eq + Clone,
         V: Clone,
     {
         forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
-        if w.closed || self.state.load().tx_closed() {
+        let rx = Arc::new(CellRx::new(w.list.next_cell_id()));
+        if self.born_closed(&w) {
+            rx.close();
+            return rx;
+        }
+        let _resume = snapshot.then(|| self.hold_sends_off());
+        if snapshot {
+            // Copies nothing but cell names and marks: no user code runs.
+            self.cells.seed(&rx);
+        }
+        w.list.register_cell(&self.registry, &rx);
+        self.count_cell_receivers(&w);
+        self.tick();
+        self.state.add_receiver();
+        rx
+    }
+
+    /// Sets `QUIESCE` and waits until no send is in flight; the guard lets
+    /// sends in again. Caller holds the writer lock.
+    fn hold_sends_off(&self) -> Unquiesce<'_> {
+        self.state.quiesce();
+        let resume = Unquiesce(&self.state);
+        // A send that entered before the bit saw no quiesce and may update
+        // the table; wait for it (Acquire in the wait pairs with its Release
+        // leave: its updates happen-before the copy).
+        self.stripes.wait_for_sends_in_flight();
+        resume
+    }
+
+    /// Lists an own-value receiver born with the state table pending (rule
+    /// 12), as one instant against every send: sends are held off and drained,
+    /// the table is copied into `core`, `core` is listed, and sends resume.
+    pub(crate) fn register_own_snapshot(
+        &self,
+        core: &Arc<RxCore<K, V>>,
+        filter: &KeyFilter<K>,
+        limit: usize,
+    ) where
+        K: Hash + Eq + Clone,
+        V: Clone,
+    {
+        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        let mut w = self.lock_writer();
+        if self.born_closed(&w) {
             core.close();
             return;
         }
-        let table = self
-            .table
-            .as_ref()
-            .expect("ReceiverBuilder::snapshot checked that the hub keeps a table");
-        self.state.quiesce();
-        let _resume = Unquiesce(&self.state);
-        // Acquire (in `load`) pairs with each send's Release `leave_send`: once
-        // the count reads zero, every table update of a send that entered
-        // before the quiesce happens-before the copy below.
-        spin_wait(|| self.state.load().senders_in_flight() == 0);
+        let _resume = self.hold_sends_off();
         {
             // The clones and the filter are user code: a call back into this
-            // hub from them would wait for this registration (a send spins on
-            // QUIESCE, the others need the writer lock); make it panic instead.
+            // hub from them would wait for this registration; make it panic.
             let _scope = SendScope::enter(self);
-            let entries = table.snapshot();
+            let entries = self.cells.snapshot();
             core.seed(
                 entries
                     .into_iter()
-                    .filter(|(_, key, _)| filter.accepts(key))
-                    .take(limit),
+                    .filter(|(key, _)| filter.accepts(key))
+                    .take(limit)
+                    .map(|(k, v)| (self.hash(&k), k, v)),
             );
         }
-        self.registry.register(&mut w.list, &self.state, core);
-        // `_resume` clears QUIESCE (after the flip: a send that enters then
-        // reads the list with `core` in it), then the writer lock is released.
+        w.list.register_own(&self.registry, core);
+        self.state.add_receiver();
     }
 
-    pub(crate) fn deregister(&self, core: &RxCore<K, V>) {
-        let released = {
-            let mut w = self.lock_writer();
-            self.registry.deregister(&mut w.list, &self.state, core)
-        };
-        // The registry's count, dropped outside the lock (the caller holds
-        // another, so nothing is freed here in practice).
+    pub(crate) fn deregister_own(&self, core: &RxCore<K, V>) {
+        let mut w = self.lock_writer();
+        if w.list.deregister_own(&self.registry, core) {
+            self.state.remove_receiver();
+        }
+        self.maybe_collect(w);
+    }
+
+    pub(crate) fn deregister_cell(&self, rx: &CellRx) {
+        let mut w = self.lock_writer();
+        if w.list.deregister_cell(rx) {
+            self.count_cell_receivers(&w);
+            self.tick();
+            self.state.remove_receiver();
+        }
+        self.maybe_collect(w);
+    }
+
+    /// A cell receiver's consumer let go of it (after a hard close): it may be
+    /// cleaned up now.
+    pub(crate) fn let_go(&self) {
+        let w = self.lock_writer();
+        self.maybe_collect(w);
+    }
+
+    /// Runs a grace period and releases what was retired, if enough is.
+    fn maybe_collect(&self, mut w: MutexGuard<'_, WriterState<K, V>>) {
+        if !w.list.should_collect() {
+            return;
+        }
+        self.stripes.wait_for_sends_in_flight();
+        let released = w.list.collect(|rx| rx.clean_up(&self.cells));
+        drop(w);
+        // Receivers' last counts (and their queues), dropped outside the lock.
         drop(released);
     }
 
     /// Wakes every registered receiver: the last send in flight after a close
-    /// finished, so a drain may be complete. Takes the writer lock (the caller is
-    /// no longer in flight, so the list must be read under it); rare.
+    /// finished, so a drain may be complete. Takes the writer lock; rare.
     pub(crate) fn wake_all(&self) {
-        self.with_list_locked(|list| {
-            for core in list.iter() {
-                core.notify.notify(usize::MAX);
-            }
-        });
+        let w = self.lock_writer();
+        for core in w.list.own_cores() {
+            core.notify.notify(usize::MAX);
+        }
+        for rx in w.list.cell_rxs() {
+            rx.notify.notify(usize::MAX);
+        }
     }
 
     pub(crate) fn close_tx(&self) {
         forbid_inside_send(self, "Sender::close");
         self.state.close_tx();
-        self.with_list_locked(|list| {
-            for core in list.iter() {
-                core.mark_tx_closed();
-            }
-        });
+        // After this, a send that did not see `TX_CLOSED` has its stripe
+        // visible to every thread the marks below reach (see `stripes.rs`).
+        barrier::heavy();
+        let w = self.lock_writer();
+        for core in w.list.own_cores() {
+            core.mark_tx_closed();
+        }
+        for rx in w.list.cell_rxs() {
+            rx.mark_tx_closed();
+        }
     }
 
     /// Hard close: the send side and every receiver, now; nothing drains.
     pub(crate) fn close_hub(&self) {
         forbid_inside_send(self, "Hub::close");
         self.state.close_hub();
-        let old = {
+        let (own, cells) = {
             let mut w = self.lock_writer();
             w.closed = true;
-            self.registry.clear(&mut w.list, &self.state)
+            let listed = w.list.clear(&self.registry);
+            self.count_cell_receivers(&w);
+            self.state.clear_receivers();
+            self.tick();
+            listed
         };
-        for core in &old {
+        for core in &own {
             core.close();
             core.clear();
+        }
+        for rx in &cells {
+            // Its consumer lets go of its entries when it next looks (the
+            // entries are its own to walk), or when it is dropped; the
+            // values go now.
+            rx.close();
+        }
+        self.cells.drop_values();
+        for rx in &cells {
+            rx.notify.notify(usize::MAX);
         }
     }
 

@@ -3,11 +3,12 @@
 
 use super::queue::{KeyQueue, Merged};
 use super::state::HubState;
+use crate::conflate::stripes::Stripes;
 use crate::error::{SendError, TryRecvError};
 use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
 use crate::reentrancy::{forbid_inside_send, SendScope};
-use crate::stats::{bump, HubStats, ReceiverStats, SentCounter};
+use crate::stats::{bump, HubStats, ReceiverStats};
 use crate::sync::{lock, Arc, AtomicU64, Mutex, MutexGuard, Notify, Ordering};
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash};
@@ -24,7 +25,7 @@ pub(super) struct Shared<K, V> {
     /// Whether `Inner::table` exists (fixed at build), readable without the mutex.
     retain: bool,
     /// Accepted sends (striped: the no-receiver path takes no lock).
-    sent: SentCounter,
+    sent: Stripes,
     /// Refused sends (rare: a plain shared counter).
     refused: AtomicU64,
     /// Acquisitions of `inner`, so a test can prove a path never takes it.
@@ -143,7 +144,7 @@ impl<K, V> Shared<K, V> {
             merge,
             hasher: foldhash::fast::RandomState::default(),
             retain,
-            sent: SentCounter::new(),
+            sent: Stripes::new(),
             refused: AtomicU64::new(0),
             #[cfg(test)]
             locks: AtomicU64::new(0),
@@ -269,7 +270,7 @@ impl<K, V> Shared<K, V> {
     /// The hub's accounting: three lock-free reads.
     pub(super) fn stats(&self) -> HubStats {
         HubStats {
-            sent: self.sent.read(),
+            sent: self.sent.sent(),
             refused: self.refused.load(Ordering::Relaxed),
             receivers: self.state.load().receivers(),
         }
@@ -372,7 +373,7 @@ where
             return self.refuse(key, value);
         }
         if now.receivers() == 0 && !self.retain {
-            self.sent.add();
+            self.sent.mine().count();
             return Ok(());
         }
         // `K: Hash` is user code: run it before anything is locked or changed.
@@ -388,7 +389,7 @@ where
             drop(scope);
             return self.refuse(key, value);
         }
-        self.sent.add();
+        self.sent.mine().count();
         // The state is consistent at every point a user call can unwind from
         // (see `RxState::deliver`), so catch the panic, release the mutex
         // unpoisoned, and only then hand the panic to the caller.
@@ -428,18 +429,35 @@ where
         }
     }
 
-    /// Offers one send to every receiver in registration order. The last one
-    /// takes the key and value by move; the others get clones, made only when
-    /// needed. A panic at a receiver leaves the earlier ones delivered and the
-    /// later ones untouched.
+    /// Offers one send to every receiver: the plain ones (every key, newer
+    /// wins, unbounded) first, then the others, each group in registration
+    /// order (the order the lock-free hub's cells impose, documented in the
+    /// module docs). The last one takes the key and value by move; the others
+    /// get clones, made only when needed. A panic at a receiver leaves the
+    /// earlier ones delivered and the later ones untouched.
     fn fan_out(&mut self, hash: u64, key: K, value: V) {
-        let Some((last, rest)) = self.receivers.split_last_mut() else {
+        let rxs = &self.receivers;
+        let last_of = |want: bool| rxs.iter().rposition(|rx| rx.is_plain() == want);
+        let Some(last) = last_of(false).or_else(|| last_of(true)) else {
             return;
         };
-        for rx in rest {
-            rx.deliver(hash, Cow::Borrowed(&key), Cow::Borrowed(&value));
+        for pass in [true, false] {
+            for (i, rx) in self.receivers.iter_mut().enumerate() {
+                if rx.is_plain() == pass && i != last {
+                    rx.deliver(hash, Cow::Borrowed(&key), Cow::Borrowed(&value));
+                }
+            }
         }
-        last.deliver(hash, Cow::Owned(key), Cow::Owned(value));
+        self.receivers[last].deliver(hash, Cow::Owned(key), Cow::Owned(value));
+    }
+}
+
+impl<K, V> RxState<K, V> {
+    /// Every key, newer wins, no bound.
+    fn is_plain(&self) -> bool {
+        matches!(self.filter, KeyFilter::All)
+            && matches!(self.merge, Merge::NewerWins)
+            && self.max_pending.is_none()
     }
 }
 

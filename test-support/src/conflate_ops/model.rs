@@ -65,6 +65,11 @@ struct Rx<K, V> {
 }
 
 impl<K, V> Rx<K, V> {
+    /// Every key, newer wins, no bound: the receivers a send reaches first.
+    fn is_plain(&self) -> bool {
+        matches!(self.filter, Filter::All) && self.merge.is_none() && self.max_pending.is_none()
+    }
+
     /// Closes this receiver, dropping what is pending (counted as dropped).
     fn close_and_drop(&mut self) {
         if !self.closed {
@@ -384,10 +389,18 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
                 s.table.as_mut().expect("retained").insert(pos, (k, v));
             }
         }
-        // Fan out in registration order. User code runs with no borrow held, so a
-        // panic leaves every receiver consistent: the ones before have the send,
-        // the panicking one and the ones after do not.
-        for rx in &receivers {
+        // Fan out to the plain receivers (every key, newer wins, unbounded)
+        // first, then to the others, each group in registration order. User
+        // code runs with no borrow held, so a panic leaves every receiver
+        // consistent: the ones before have the send, the panicking one and
+        // the ones after do not.
+        let plain = |rx: &Rc<RefCell<Rx<K, V>>>| rx.borrow().is_plain();
+        let ordered: Vec<_> = receivers
+            .iter()
+            .filter(|rx| plain(rx))
+            .chain(receivers.iter().filter(|rx| !plain(rx)))
+            .collect();
+        for rx in ordered {
             let accepted = rx.borrow().filter.accepts(&key);
             if !accepted {
                 rx.borrow_mut().stats.filtered += 1;

@@ -7,6 +7,11 @@ use super::*;
 /// An adapter over one implementation of the `keybus::conflate` API.
 pub trait ConflateImpl {
     const NAME: &'static str;
+    /// Receivers may share one stored value per key (the lock-free hub's
+    /// cells), so a value pending at several receivers and in the table is
+    /// held once: the leak check then bounds the values alive instead of
+    /// counting one per pending slot.
+    const SHARES_VALUES: bool;
     type Hub;
     type Sender;
     type Receiver;
@@ -50,12 +55,13 @@ pub trait ConflateImpl {
 /// expose the `keybus::conflate` API. The expansion names this module's items, so
 /// invoke it here (see the list at the end of the file).
 macro_rules! conflate_impl {
-    ($name:ident => $($m:ident)::+) => {
+    ($name:ident => $($m:ident)::+, shares = $shares:expr) => {
         #[doc = concat!("`", stringify!($($m)::+), "` behind the `ConflateImpl` adapter.")]
         pub struct $name;
 
         impl ConflateImpl for $name {
             const NAME: &'static str = concat!($(stringify!($m), "::",)+ "*");
+            const SHARES_VALUES: bool = $shares;
             type Hub = $($m)::+::Hub<K, V>;
             type Sender = $($m)::+::Sender<K, V>;
             type Receiver = $($m)::+::Receiver<K, V>;
@@ -197,9 +203,9 @@ macro_rules! conflate_impl {
 }
 
 // The implementations under comparison, one line each.
-conflate_impl!(Lockfree => keybus::conflate);
-conflate_impl!(Baseline => keybus::baseline::conflate);
-conflate_impl!(Model => model);
+conflate_impl!(Lockfree => keybus::conflate, shares = true);
+conflate_impl!(Baseline => keybus::baseline::conflate, shares = false);
+conflate_impl!(Model => model, shares = false);
 
 /// One implementation's handles, driven by ops.
 pub struct World<I: ConflateImpl> {
@@ -252,9 +258,28 @@ impl<I: ConflateImpl> World<I> {
                 None => return 0,
             },
         };
-        let alive = Arc::strong_count(&self.life) - 1 + self.leaked;
+        let alive = (Arc::strong_count(&self.life) - 1 + self.leaked) as isize;
         let pending: usize = self.receivers.iter().map(I::len).sum();
-        alive as isize - pending as isize - table as isize
+        let held = (pending + table) as isize;
+        if !I::SHARES_VALUES {
+            return alive - held;
+        }
+        // Shared: at most one value per pending slot and table entry, and at
+        // least as many as the fullest receiver (or the table) needs.
+        let needed = self
+            .receivers
+            .iter()
+            .map(I::len)
+            .max()
+            .unwrap_or(0)
+            .max(table) as isize;
+        if alive > held {
+            alive - held
+        } else if alive < needed {
+            alive - needed
+        } else {
+            0
+        }
     }
 
     /// Drops every handle and receiver; returns how many values survived that,

@@ -198,7 +198,11 @@ pub fn rule9_key_filter_panic_changes_nothing_at_that_receiver<I: Conflate>() {
             true
         })
         .build();
-    let mut after = hub.receiver();
+    // Registered after the faulty one: a receiver with its own values (it
+    // comes after it in the fan-out), and a plain one (plain receivers —
+    // every key, newer wins, unbounded — come first in the fan-out).
+    let mut after = hub.receiver_builder().key_filter(|_: &u32| true).build();
+    let mut plain_after = hub.receiver();
     tx.send(5, 1).unwrap();
     tx.send(6, 1).unwrap();
     armed.store(true, SeqCst);
@@ -208,8 +212,10 @@ pub fn rule9_key_filter_panic_changes_nothing_at_that_receiver<I: Conflate>() {
         payload.downcast_ref::<&str>(),
         Some(&"key filter refused key 5")
     );
-    // Earlier receiver has the send; the panicking one and later ones do not.
+    // Receivers before it in the fan-out have the send (every plain one);
+    // the panicking one and later ones do not.
     assert_eq!(before.peek().unwrap().value, 2);
+    assert_eq!(plain_after.peek().unwrap().value, 2);
     assert_eq!(faulty.peek().unwrap().value, 1);
     assert_eq!(after.peek().unwrap().value, 1);
     assert_eq!((before.len(), faulty.len(), after.len()), (2, 2, 2));
@@ -220,6 +226,10 @@ pub fn rule9_key_filter_panic_changes_nothing_at_that_receiver<I: Conflate>() {
     assert_eq!(drain(&mut before), vec![(5, 3, 3), (6, 1, 1), (7, 1, 1)]);
     assert_eq!(drain(&mut faulty), vec![(5, 3, 2), (6, 1, 1), (7, 1, 1)]);
     assert_eq!(drain(&mut after), vec![(5, 3, 2), (6, 1, 1), (7, 1, 1)]);
+    assert_eq!(
+        drain(&mut plain_after),
+        vec![(5, 3, 3), (6, 1, 1), (7, 1, 1)]
+    );
     // No poisoned lock, no lost wake-up.
     thread::scope(|s| {
         let waiter = s.spawn(|| after.recv().unwrap().key);
@@ -244,7 +254,10 @@ pub fn rule9_merge_panic_drops_that_receivers_slot<I: Conflate>() {
             Some(p + n)
         })
         .build();
-    let mut after = hub.receiver();
+    // Registered after the faulty one: one with its own values (after it in
+    // the fan-out) and a plain one (plain receivers come first).
+    let mut after = hub.receiver_builder().key_filter(|_: &u32| true).build();
+    let mut plain_after = hub.receiver();
     for k in 1..=3 {
         tx.send(k, k as i64 * 10).unwrap();
     }
@@ -255,8 +268,10 @@ pub fn rule9_merge_panic_drops_that_receivers_slot<I: Conflate>() {
     assert_eq!(before.len(), 3);
     // The panicking receiver's slot for key 2 is gone, queue entry too.
     assert_eq!(faulty.len(), 2);
-    // The later receiver never saw the send.
+    // The later receiver with its own values never saw the send; the plain
+    // one did.
     assert_eq!(after.len(), 3);
+    assert_eq!(plain_after.len(), 3);
     // Later sends reach every receiver; key 2 starts afresh at `faulty`.
     tx.send(2, 5).unwrap();
     tx.send(4, 40).unwrap();
@@ -271,6 +286,10 @@ pub fn rule9_merge_panic_drops_that_receivers_slot<I: Conflate>() {
     assert_eq!(
         drain(&mut after),
         vec![(1, 10, 1), (2, 5, 2), (3, 30, 1), (4, 40, 1)]
+    );
+    assert_eq!(
+        drain(&mut plain_after),
+        vec![(1, 10, 1), (2, 5, 3), (3, 30, 1), (4, 40, 1)]
     );
     // A merge panic on the only pending key leaves an empty, working queue.
     tx.send(9, 1).unwrap();

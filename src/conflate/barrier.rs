@@ -1,0 +1,144 @@
+//! Asymmetric fences for the Dekker pairings between sends and the rare
+//! operations that must see every send in flight (docs/design.md, "Sends in
+//! flight: one stripe per thread").
+//!
+//! A pairing of the form "the send stores its stripe, then loads the state
+//! word; the closer stores the state word, then loads every stripe" needs a
+//! full fence on both sides (store→load on different locations). The send
+//! side runs on every send, the other side a few times per registration or
+//! close, so the cost is moved to the rare side: on Linux the send side is a
+//! compiler fence and the rare side is `membarrier(PRIVATE_EXPEDITED)`, which
+//! makes every running thread of the process pass a full barrier before it
+//! returns (a thread that is not running passed one when it was switched out).
+//! Where that is not available, both sides use a `SeqCst` fence. The choice is
+//! made once per process, before the first hub exists, and never changes: a
+//! send can only reach a hub made after it, so it always sees the choice.
+//!
+//! Under loom and shuttle both sides are `SeqCst` fences: loom models fences,
+//! not membarrier, so the models check the pairing itself.
+
+#[cfg(not(any(loom, shuttle)))]
+use std::sync::atomic::{compiler_fence, fence, AtomicU8, Ordering};
+
+/// 0: not decided yet; 1: membarrier registered; 2: plain fences.
+#[cfg(not(any(loom, shuttle)))]
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+/// Decides, once per process, which fences the pairings use. Called when a hub
+/// is made, before any send can reach it.
+pub(crate) fn init() {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let mode = if membarrier::register() { 1 } else { 2 };
+            // Relaxed: the `Once` orders this store before every later
+            // `init` returns, and hubs reach other threads only after that.
+            MODE.store(mode, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Whether the send side may use a compiler fence (membarrier is in use).
+/// For the measurements and tests that compare the two modes.
+#[allow(dead_code)]
+pub(crate) fn asymmetric() -> bool {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        MODE.load(Ordering::Relaxed) == 1
+    }
+    #[cfg(any(loom, shuttle))]
+    {
+        false
+    }
+}
+
+/// The send side's fence: between a send's stripe store and its load of the
+/// state word (and between its leaving store and the load that checks for a
+/// close). A compiler fence where membarrier is in use, else a full fence.
+#[inline(always)]
+pub(crate) fn light() {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        // Relaxed: written once, before any hub existed (see `init`).
+        if MODE.load(Ordering::Relaxed) == 1 {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+    #[cfg(any(loom, shuttle))]
+    crate::sync::fence(crate::sync::Ordering::SeqCst);
+}
+
+/// The rare side's fence: between a store to the state word (close, quiesce)
+/// and the loads of every stripe. Pairs with [`light`]: afterwards, a send
+/// that did not see the store has its stripe store visible to this thread.
+pub(crate) fn heavy() {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        if MODE.load(Ordering::Relaxed) == 1 {
+            membarrier::barrier();
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+    #[cfg(any(loom, shuttle))]
+    crate::sync::fence(crate::sync::Ordering::SeqCst);
+}
+
+#[cfg(all(target_os = "linux", not(any(loom, shuttle))))]
+mod membarrier {
+    //! The two `membarrier(2)` commands keybus uses.
+
+    const QUERY: libc::c_long = 0;
+    const PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    const REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+    fn call(cmd: libc::c_long) -> libc::c_long {
+        // SAFETY: `membarrier(cmd, flags = 0, cpu_id = 0)` takes no pointers;
+        // an unknown command or an old kernel returns -1 (ENOSYS, EINVAL),
+        // which the callers handle.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_long,
+                0 as libc::c_long,
+            )
+        }
+    }
+
+    /// Registers the process for expedited private barriers; `false` if the
+    /// kernel lacks them (then plain fences are used).
+    pub(super) fn register() -> bool {
+        let supported = call(QUERY);
+        supported >= 0
+            && supported & PRIVATE_EXPEDITED != 0
+            && supported & REGISTER_PRIVATE_EXPEDITED != 0
+            && call(REGISTER_PRIVATE_EXPEDITED) == 0
+    }
+
+    /// A full barrier on every running thread of the process.
+    pub(super) fn barrier() {
+        // Registered in `register`, so this cannot fail with EPERM; any
+        // other failure would leave sends unfenced, which must not pass
+        // silently.
+        let r = call(PRIVATE_EXPEDITED);
+        assert!(
+            r == 0,
+            "keybus: membarrier(PRIVATE_EXPEDITED) failed after registration"
+        );
+    }
+}
+
+#[cfg(all(not(target_os = "linux"), not(any(loom, shuttle))))]
+mod membarrier {
+    //! No asymmetric barrier here: plain fences on both sides.
+    pub(super) fn register() -> bool {
+        false
+    }
+    pub(super) fn barrier() {
+        unreachable!("only used after a successful register")
+    }
+}

@@ -1,0 +1,285 @@
+//! A cell receiver: a receiver of every key with newer-wins coalescing that
+//! holds no values of its own (docs/design.md, "One cell per key").
+//!
+//! Its pending keys are marks in the hub's cells; its first-touch order is its
+//! [`Queue`] of entries (cell, sequence at the entry's start). A take reads
+//! the cell's value and `sends` is the cell's sequence now minus the entry's
+//! start. What the receiver owns is the queue, its wake-up event and a few
+//! flags: nothing per key but its entries.
+
+use super::cells::Cells;
+use super::queue::{Head, Queue};
+use super::registry::RxId;
+use crate::event::Event;
+use crate::stats::ReceiverStats;
+use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
+
+/// The shared part of a cell receiver: what sends reach.
+pub(crate) struct CellRx {
+    /// Its marks' index in every cell.
+    pub(crate) id: RxId,
+    pub(crate) queue: Queue,
+    /// The cut epoch the consumer (or a helping send) has announced with a
+    /// clock bump (see `cells::help`).
+    pub(crate) announced: AtomicU32,
+    pub(crate) notify: Notify,
+    closed: AtomicBool,
+    tx_closed: AtomicBool,
+    /// The consumer's head once it let go of the receiver (closed or dropped):
+    /// the clean-up after the grace period starts there.
+    abandoned: Mutex<Option<Head>>,
+    /// Sends of the entries `Receiver::close` gave up (it walks them at once;
+    /// written once, by the close that won).
+    dropped_at_close: AtomicU64,
+    walked_at_close: AtomicBool,
+}
+
+/// The consumer's side of a cell receiver (owned by its `Receiver`).
+#[derive(Default)]
+pub(crate) struct CellLocal {
+    head: Head,
+    /// The cut epoch the consumer is in (it is the only one that moves it).
+    epoch: u8,
+    delivered: u64,
+    folded: u64,
+    dropped: u64,
+    /// The pending entries were given up (after a close): `head` is no longer
+    /// the consumer's.
+    let_go: bool,
+}
+
+impl CellRx {
+    pub(crate) fn new(id: RxId) -> Self {
+        CellRx {
+            id,
+            queue: Queue::new(),
+            announced: AtomicU32::new(0),
+            notify: Notify::new(),
+            closed: AtomicBool::new(false),
+            tx_closed: AtomicBool::new(false),
+            abandoned: Mutex::new(None),
+            dropped_at_close: AtomicU64::new(0),
+            walked_at_close: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the receiver closed; `true` the first time. AcqRel: as
+    /// `RxCore::close`.
+    pub(crate) fn close(&self) -> bool {
+        !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        // Acquire pairs with the Release in `close`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn tx_closed(&self) -> bool {
+        // Acquire pairs with the Release in `mark_tx_closed`.
+        self.tx_closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_tx_closed(&self) {
+        self.tx_closed.store(true, Ordering::Release);
+        self.notify.notify(usize::MAX);
+    }
+
+    /// After the grace period that follows its deregistration: clears the
+    /// marks of entries sends in flight pushed after the consumer let go.
+    /// `false` (nothing done) if the consumer has not let go yet.
+    pub(crate) fn clean_up<K, V>(&self, cells: &Cells<K, V>) -> bool {
+        let mut abandoned = lock(&self.abandoned);
+        let Some(head) = abandoned.as_mut() else {
+            return false;
+        };
+        let end = self.queue.tail();
+        while let Some((cell, start)) = self.queue.pop(head, end) {
+            cells.forget(cell, start, self.id);
+        }
+        true
+    }
+}
+
+impl Drop for CellRx {
+    fn drop(&mut self) {
+        let head = lock(&self.abandoned).take().unwrap_or_default();
+        self.queue.release(&head);
+    }
+}
+
+impl CellLocal {
+    /// Takes the oldest pending key.
+    pub(crate) fn pop<K: Eq + Clone, V: Clone>(
+        &mut self,
+        rx: &CellRx,
+        cells: &Cells<K, V>,
+    ) -> Option<Event<K, V>> {
+        if self.let_go {
+            return None;
+        }
+        loop {
+            let (cell, start) = rx.queue.pop(&mut self.head, rx.queue.tail())?;
+            if let Some(event) = cells.take(cell, start, rx, self.epoch) {
+                self.delivered += 1;
+                self.folded += event.sends;
+                return Some(event);
+            }
+            // Stale: a hard close cleared it meanwhile.
+            if rx.is_closed() {
+                return None;
+            }
+        }
+    }
+
+    /// A copy of the oldest pending key's event.
+    pub(crate) fn peek<K: Eq + Clone, V: Clone>(
+        &mut self,
+        rx: &CellRx,
+        cells: &Cells<K, V>,
+    ) -> Option<Event<K, V>> {
+        if self.let_go {
+            return None;
+        }
+        loop {
+            let (cell, start) = rx.queue.front(&mut self.head, rx.queue.tail())?;
+            if let Some(event) = cells.peek(cell, start, rx, self.epoch) {
+                return Some(event);
+            }
+            if rx.is_closed() {
+                return None;
+            }
+            // Stale: skip it.
+            rx.queue.pop(&mut self.head, rx.queue.tail());
+        }
+    }
+
+    /// Everything pending as of one instant, in first-touch order: the cut's
+    /// epoch bump on the queue's tail word is the instant (docs/design.md,
+    /// "The cut is one instant").
+    pub(crate) fn cut<K: Eq + Clone, V: Clone>(
+        &mut self,
+        rx: &CellRx,
+        cells: &Cells<K, V>,
+        clock: &AtomicU64,
+    ) -> Vec<Event<K, V>> {
+        if self.let_go || rx.queue.len(&self.head) == 0 {
+            // Nothing queued: the empty batch is the instant of that load.
+            return Vec::new();
+        }
+        let before = rx.queue.start_cut();
+        let epoch = before.epoch();
+        debug_assert_eq!(epoch, self.epoch, "only the consumer cuts");
+        self.epoch = epoch.wrapping_add(1);
+        // Announce: every send after this sees the clock moved and checks
+        // this receiver's epoch (AcqRel, and the Release store after it pairs
+        // with the Acquire in `cells::help`).
+        clock.fetch_add(1, Ordering::AcqRel);
+        rx.announced.store(u32::from(self.epoch), Ordering::Release);
+        let mut entries = Vec::with_capacity(rx.queue.len(&self.head) as usize);
+        while let Some(entry) = rx.queue.pop(&mut self.head, before) {
+            entries.push(entry);
+        }
+        let batch = cells.take_batch(&entries, rx, epoch);
+        let sends: u64 = batch.iter().map(|e| e.sends).sum();
+        if rx.is_closed() {
+            // A hard close raced the cut: it falls after the close, which
+            // abandons everything (as `RxCore::cut`).
+            self.dropped += sends;
+            return Vec::new();
+        }
+        self.delivered += batch.len() as u64;
+        self.folded += sends;
+        batch
+    }
+
+    /// Announces that the consumer is about to park (see `Queue::park`);
+    /// `false` if a push got in first.
+    pub(crate) fn park(&self, rx: &CellRx) -> bool {
+        self.let_go || rx.queue.park(&self.head)
+    }
+
+    /// Whether the entries were given up (`let_go`).
+    pub(crate) fn released(&self) -> bool {
+        self.let_go
+    }
+
+    /// `Receiver::close` (the close that won): clears the marks of every
+    /// pending entry at once, so values pending nowhere else are dropped now,
+    /// and counts their sends as dropped. Walks the queue without consuming
+    /// it (the consumer lets go of it later, with `&mut`).
+    pub(crate) fn give_up_at_close<K, V>(&self, rx: &CellRx, cells: &Cells<K, V>) {
+        if self.let_go {
+            return;
+        }
+        let mut dropped = 0;
+        rx.queue.for_each_pending(&self.head, |cell, start| {
+            dropped += cells.forget(cell, start, rx.id);
+        });
+        // Relaxed: read by this receiver's own handle (`stats`), ordered by
+        // the flag's Release/Acquire.
+        rx.dropped_at_close.store(dropped, Ordering::Relaxed);
+        rx.walked_at_close.store(true, Ordering::Release);
+    }
+
+    /// Pending keys.
+    pub(crate) fn len(&self, rx: &CellRx) -> usize {
+        if self.let_go {
+            return 0;
+        }
+        rx.queue.len(&self.head) as usize
+    }
+
+    /// Gives up every pending entry (a close): clears its marks, counts their
+    /// sends as dropped, and hands the head to the receiver for the clean-up
+    /// after the grace period. Idempotent.
+    pub(crate) fn let_go<K, V>(&mut self, rx: &CellRx, cells: &Cells<K, V>) {
+        if self.let_go {
+            return;
+        }
+        // Entries a close already gave up (and counted) are walked again only
+        // to clear marks that sends in flight set since.
+        let counted = rx.walked_at_close.load(Ordering::Acquire);
+        let end = rx.queue.tail();
+        while let Some((cell, start)) = rx.queue.pop(&mut self.head, end) {
+            let sends = cells.forget(cell, start, rx.id);
+            if !counted {
+                self.dropped += sends;
+            }
+        }
+        self.let_go = true;
+        *lock(&rx.abandoned) = Some(std::mem::take(&mut self.head));
+    }
+
+    /// The receiver's accounting: `received` is derived from what every send
+    /// that reached it became (a cell receiver counts nothing per send).
+    pub(crate) fn stats<K, V>(&self, rx: &CellRx, cells: &Cells<K, V>) -> ReceiverStats {
+        let mut pending = 0;
+        let mut pending_sends = 0;
+        let mut dropped = self.dropped;
+        if rx.walked_at_close.load(Ordering::Acquire) {
+            dropped += rx.dropped_at_close.load(Ordering::Relaxed);
+        } else if !self.let_go {
+            let closed = rx.is_closed();
+            rx.queue.for_each_pending(&self.head, |cell, start| {
+                let sends = cells.seq(cell) - start;
+                if closed {
+                    // Closed by the hub, entries not given up yet: dropped.
+                    dropped += sends;
+                } else {
+                    pending += 1;
+                    pending_sends += sends;
+                }
+            });
+        }
+        ReceiverStats::derived(
+            self.folded + dropped + pending_sends,
+            0,
+            self.delivered,
+            self.folded,
+            0,
+            0,
+            dropped,
+            pending,
+        )
+    }
+}

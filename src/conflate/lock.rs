@@ -1,0 +1,121 @@
+//! The lock of one shard of the hub's cells: one read-modify-write per
+//! critical section (docs/design.md, "Locks that cost one RMW").
+//!
+//! Acquire is a compare-and-swap, release a plain Release store: half the
+//! locked instructions of `std::sync::Mutex` (whose release is a swap, so that
+//! it can tell whether to wake a parked waiter). The price is that a waiter
+//! cannot park: it spins briefly, then yields its time slice (crossbeam's
+//! `Backoff`), so on two cores a preempted holder gets the core back instead of
+//! the waiter burning it. What runs under the lock is short and bounded: a
+//! probe, a few stores, and the key's `Eq` and the value's `Clone` (never a
+//! merge or a key filter). A hub with its own merge keeps the merge's user
+//! code under a parking lock instead ([`ShardLock::Park`], `std`'s mutex):
+//! its cells serve only the state table, so its sends pay the second RMW only
+//! where user code must run under the lock.
+
+use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering};
+use crossbeam_utils::Backoff;
+
+pub(crate) struct SpinLock(AtomicBool);
+
+/// Unlocks on drop, also when user code under the lock unwinds.
+pub(crate) struct SpinGuard<'a>(&'a SpinLock);
+
+impl SpinLock {
+    pub(crate) fn new() -> Self {
+        SpinLock(AtomicBool::new(false))
+    }
+
+    /// Acquire pairs with the Release of the previous holder's unlock: its
+    /// writes happen-before this critical section.
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_> {
+        if self
+            .0
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        SpinGuard(self)
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let backoff = Backoff::new();
+        loop {
+            // Test before the CAS, so waiters share the line read-only.
+            while self.0.load(Ordering::Relaxed) {
+                wait(&backoff);
+            }
+            if self
+                .0
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+fn wait(backoff: &Backoff) {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        if backoff.is_completed() {
+            std::thread::yield_now();
+        } else {
+            backoff.snooze();
+        }
+    }
+    #[cfg(loom)]
+    {
+        let _ = backoff;
+        loom::thread::yield_now();
+    }
+    #[cfg(all(shuttle, not(loom)))]
+    {
+        let _ = backoff;
+        shuttle::thread::yield_now();
+    }
+}
+
+impl Drop for SpinGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: this critical section's writes happen-before the next
+        // holder's.
+        self.0 .0.store(false, Ordering::Release);
+    }
+}
+
+/// A shard's lock: the one-RMW spin lock, or a parking mutex where user code
+/// (a hub merge) runs under it. Fixed per hub.
+pub(crate) enum ShardLock {
+    Spin(SpinLock),
+    Park(Mutex<()>),
+}
+
+/// Holds a [`ShardLock`].
+pub(crate) enum ShardGuard<'a> {
+    Spin(#[allow(dead_code)] SpinGuard<'a>),
+    Park(#[allow(dead_code)] MutexGuard<'a, ()>),
+}
+
+impl ShardLock {
+    pub(crate) fn new(park: bool) -> Self {
+        if park {
+            ShardLock::Park(Mutex::new(()))
+        } else {
+            ShardLock::Spin(SpinLock::new())
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> ShardGuard<'_> {
+        match self {
+            ShardLock::Spin(l) => ShardGuard::Spin(l.lock()),
+            ShardLock::Park(m) => ShardGuard::Park(lock(m)),
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! A cell receiver's first-touch queue: a lock-free multi-producer,
+//! single-consumer list of entries (docs/design.md, "The first-touch queue").
+//!
+//! An entry names a hub cell (its `CellId`) and the cell's send sequence when
+//! the key became pending at this receiver (so `Event::sends` is the cell's
+//! sequence at the take minus it). Entries live in blocks of `BLOCK_CAP` slots
+//! linked in push order, as in crossbeam-channel's list flavour: a producer
+//! claims a position with one compare-and-swap on the *tail word*, then writes
+//! its slot and marks it ready; the consumer reads positions in order, waiting
+//! for a claimed slot to be written. The consumer frees a block once it has
+//! read every slot of it.
+//!
+//! The tail word carries, besides the position, what must change in the same
+//! step as a push:
+//!
+//! ```text
+//!  63 ..= 56    55 ..= 1      0
+//! [cut epoch] [position]  [PARKED]
+//! ```
+//!
+//! - **Cut epoch** (wrapping `u8`): a cut (`try_recv_all`) adds one to it with
+//!   one read-modify-write, which also returns the position it happened at:
+//!   every entry at a lower position belongs to the cut, every later one to the
+//!   next epoch. A push learns the epoch it landed in from its own CAS, so
+//!   "before or after this receiver's cut" has one answer per push.
+//! - **PARKED**: the consumer sets it (CAS from the empty word it saw) before
+//!   it parks; the push that clears it wakes the consumer. Pushes skip the
+//!   notification otherwise, and no fence is needed: the tail word's
+//!   modification order decides.
+//!
+//! Positions advance in laps of `LAP`; offset `BLOCK_CAP` of a lap is never a
+//! slot: a tail word with that offset means the producer of the block's last
+//! slot is installing the next block, and other producers wait for it.
+
+use crate::sync::{lock, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
+use crossbeam_utils::Backoff;
+use std::ptr;
+
+/// Positions per lap; the last one of each lap is the "next block" marker.
+const LAP: u64 = 32;
+/// Slots per block.
+const BLOCK_CAP: u64 = LAP - 1;
+
+const PARKED: u64 = 1;
+const POS_SHIFT: u32 = 1;
+const POS_ONE: u64 = 1 << POS_SHIFT;
+const EPOCH_SHIFT: u32 = 56;
+const POS_MASK: u64 = ((1 << EPOCH_SHIFT) - 1) & !PARKED;
+
+/// A cell's name: shard and slab index in one word (see `cells.rs`).
+pub(crate) type CellId = u32;
+
+/// One block of entries. `cells[i]` is the entry's cell id plus one (0: not
+/// written yet), stored last with Release; `starts[i]` is written before it.
+struct Block {
+    next: AtomicPtr<Block>,
+    starts: [AtomicU64; BLOCK_CAP as usize],
+    cells: [AtomicU32; BLOCK_CAP as usize],
+}
+
+impl Block {
+    fn new() -> Box<Block> {
+        Box::new(Block {
+            next: AtomicPtr::new(ptr::null_mut()),
+            starts: std::array::from_fn(|_| AtomicU64::new(0)),
+            cells: std::array::from_fn(|_| AtomicU32::new(0)),
+        })
+    }
+
+    /// Waits until the producer of this block's last slot has linked the next
+    /// block (it does so before it writes that slot, so this returns at once
+    /// for a consumer that read the last slot).
+    fn wait_next(&self) -> *mut Block {
+        let backoff = Backoff::new();
+        loop {
+            // Acquire pairs with the Release store of the producer that linked
+            // it: the block's initialization is visible.
+            let next = self.next.load(Ordering::Acquire);
+            if !next.is_null() {
+                return next;
+            }
+            snooze(&backoff);
+        }
+    }
+}
+
+/// Waits a little: spin, then yield (a producer preempted between its claim
+/// and its write must get the core back).
+fn snooze(backoff: &Backoff) {
+    #[cfg(not(any(loom, shuttle)))]
+    backoff.snooze();
+    #[cfg(loom)]
+    {
+        let _ = backoff;
+        loom::thread::yield_now();
+    }
+    #[cfg(all(shuttle, not(loom)))]
+    {
+        let _ = backoff;
+        shuttle::thread::yield_now();
+    }
+}
+
+/// A decoded tail word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tail(u64);
+
+impl Tail {
+    /// The position (in laps of `LAP`, see the module docs).
+    fn pos(self) -> u64 {
+        (self.0 & POS_MASK) >> POS_SHIFT
+    }
+
+    /// The cut epoch pushes land in now.
+    pub(crate) fn epoch(self) -> u8 {
+        (self.0 >> EPOCH_SHIFT) as u8
+    }
+
+    fn parked(self) -> bool {
+        self.0 & PARKED != 0
+    }
+}
+
+/// Entries (slots, not markers) before position `pos`.
+fn count(pos: u64) -> u64 {
+    pos / LAP * BLOCK_CAP + pos % LAP
+}
+
+/// What a push tells its producer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pushed {
+    /// The cut epoch the entry landed in.
+    pub(crate) epoch: u8,
+    /// The consumer had announced it would park: wake it.
+    pub(crate) wake: bool,
+}
+
+/// The producers' side of the queue, shared with the consumer.
+pub(crate) struct Queue {
+    tail: AtomicU64,
+    /// The block the tail position is in (null before the first push).
+    tail_block: AtomicPtr<Block>,
+    /// The first block, for the consumer's first read (set by the first push).
+    first: AtomicPtr<Block>,
+    /// Blocks the consumer finished with, reset, for the producers that need
+    /// one: a warm queue allocates nothing. Taken once per `BLOCK_CAP`
+    /// entries on each side, so the lock costs a fraction of an RMW per entry.
+    #[allow(clippy::vec_box)] // blocks are handed out as `Box`es
+    spares: Mutex<Vec<Box<Block>>>,
+}
+
+/// Spare blocks kept per queue (about 3 KiB): enough for bursts of a few
+/// hundred new keys between two reads without allocating.
+const SPARES: usize = 8;
+
+/// The consumer's side: where it reads next. Owned by the one consumer.
+pub(crate) struct Head {
+    pos: u64,
+    block: *mut Block,
+}
+
+// SAFETY: `block` points into the queue's blocks, which only the consumer
+// frees; the `Head` is the consumer's, moved between threads with it.
+unsafe impl Send for Head {}
+// SAFETY: shared references to a `Head` give no access to the block.
+unsafe impl Sync for Head {}
+
+impl Default for Head {
+    fn default() -> Self {
+        Head {
+            pos: 0,
+            block: ptr::null_mut(),
+        }
+    }
+}
+
+impl Queue {
+    pub(crate) fn new() -> Self {
+        Queue {
+            tail: AtomicU64::new(0),
+            tail_block: AtomicPtr::new(ptr::null_mut()),
+            first: AtomicPtr::new(ptr::null_mut()),
+            spares: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A block for a producer: a spare if there is one, else a new one.
+    fn fresh_block(&self) -> Box<Block> {
+        lock(&self.spares).pop().unwrap_or_else(Block::new)
+    }
+
+    /// Keeps a block the consumer has read through as a spare (reset), or
+    /// frees it if there are enough. Consumer only.
+    fn recycle(&self, block: Box<Block>) {
+        for c in &block.cells {
+            c.store(0, Ordering::Relaxed);
+        }
+        block.next.store(ptr::null_mut(), Ordering::Relaxed);
+        self.keep_spare(block);
+    }
+
+    /// Keeps a clean block as a spare, or frees it if there are enough. The
+    /// mutex orders the reset before the next producer's use.
+    fn keep_spare(&self, block: Box<Block>) {
+        let mut spares = lock(&self.spares);
+        if spares.len() < SPARES {
+            spares.push(block);
+        }
+    }
+
+    /// The tail word now. Acquire: pairs with the cut's Release RMW, so a
+    /// producer that sees a new epoch sees what the cut stored before it.
+    #[inline]
+    pub(crate) fn tail(&self) -> Tail {
+        Tail(self.tail.load(Ordering::Acquire))
+    }
+
+    /// Appends an entry for `cell` whose sends are counted from `start`.
+    /// One CAS on the tail word when uncontended; never waits for the consumer
+    /// (only, at a block boundary, for the producer installing the next block).
+    pub(crate) fn push(&self, cell: CellId, start: u64) -> Pushed {
+        let backoff = Backoff::new();
+        let mut tail = self.tail.load(Ordering::Acquire);
+        let mut block = self.tail_block.load(Ordering::Acquire);
+        let mut next_block: Option<Box<Block>> = None;
+        loop {
+            let t = Tail(tail);
+            let offset = t.pos() % LAP;
+            if offset == BLOCK_CAP {
+                // Another producer is installing the next block.
+                snooze(&backoff);
+                tail = self.tail.load(Ordering::Acquire);
+                block = self.tail_block.load(Ordering::Acquire);
+                continue;
+            }
+            if offset + 1 == BLOCK_CAP && next_block.is_none() {
+                // Allocated before the claim, so the marker window is short.
+                next_block = Some(self.fresh_block());
+            }
+            if block.is_null() {
+                // The first push ever: install the first block.
+                let new = Box::into_raw(next_block.take().unwrap_or_else(|| self.fresh_block()));
+                // Release: the block's initialization, for producers that load
+                // `tail_block` with Acquire.
+                match self.tail_block.compare_exchange(
+                    ptr::null_mut(),
+                    new,
+                    Ordering::Release,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        // Release: the consumer's Acquire load of `first`.
+                        self.first.store(new, Ordering::Release);
+                        block = new;
+                    }
+                    Err(installed) => {
+                        // SAFETY: `new` was never shared; kept for the next
+                        // block this producer may need.
+                        next_block = Some(unsafe { Box::from_raw(new) });
+                        block = installed;
+                    }
+                }
+                continue;
+            }
+            let claimed = (tail + POS_ONE) & !PARKED;
+            // AcqRel: Acquire so a producer that lands after a cut sees what
+            // the cut published; Release for the consumer's view of the tail
+            // (the slot itself is published by its own Release store below).
+            match self.tail.compare_exchange_weak(
+                tail,
+                claimed,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    let b = block;
+                    if offset + 1 == BLOCK_CAP {
+                        let next = Box::into_raw(next_block.take().expect("allocated above"));
+                        // The next block becomes the tail block before the
+                        // tail moves past the marker (Release: producers that
+                        // see the new tail position see the new block).
+                        self.tail_block.store(next, Ordering::Release);
+                        // Past the marker: an RMW, so a concurrent cut or
+                        // park on the word is never lost.
+                        self.tail.fetch_add(POS_ONE, Ordering::AcqRel);
+                        // SAFETY: `b` is the block this producer claimed a
+                        // slot in; the consumer frees it only after reading
+                        // every slot, including the one written below.
+                        unsafe { (*b).next.store(next, Ordering::Release) };
+                    }
+                    // SAFETY: as above: the block lives until the consumer
+                    // has read this slot, which waits for the store below.
+                    let slot = unsafe { &*b };
+                    let i = offset as usize;
+                    slot.starts[i].store(start, Ordering::Relaxed);
+                    // Release: the consumer's Acquire load of the id sees the
+                    // start too.
+                    slot.cells[i].store(cell + 1, Ordering::Release);
+                    if let Some(unused) = next_block {
+                        // Allocated for a boundary another producer took.
+                        self.keep_spare(unused);
+                    }
+                    return Pushed {
+                        epoch: t.epoch(),
+                        wake: t.parked(),
+                    };
+                }
+                Err(now) => {
+                    tail = now;
+                    block = self.tail_block.load(Ordering::Acquire);
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// Starts a cut: every entry pushed so far belongs to it, every later one
+    /// to the next epoch. Returns the word before (its position ends the cut,
+    /// its epoch is the cut's). AcqRel: the cut's instant in the tail word's
+    /// modification order; Release so a producer landing in the new epoch
+    /// sees what the consumer stored before (its announced epoch).
+    pub(crate) fn start_cut(&self) -> Tail {
+        Tail(self.tail.fetch_add(1 << EPOCH_SHIFT, Ordering::AcqRel))
+    }
+
+    /// Announces that the consumer is about to park, if the queue is still
+    /// empty at `head`: `false` if a push got in first (look again instead).
+    pub(crate) fn park(&self, head: &Head) -> bool {
+        let mut tail = self.tail.load(Ordering::Acquire);
+        loop {
+            let t = Tail(tail);
+            if t.parked() {
+                return true;
+            }
+            if count(t.pos()) != count(head.pos) {
+                return false;
+            }
+            // AcqRel: one point in the word's order; a later push sees it.
+            match self.tail.compare_exchange_weak(
+                tail,
+                tail | PARKED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => tail = now,
+            }
+        }
+    }
+
+    /// Entries pushed and not yet read by the consumer at `head`.
+    pub(crate) fn len(&self, head: &Head) -> u64 {
+        count(self.tail().pos()).saturating_sub(count(head.pos))
+    }
+
+    /// Reads the next entry at `head` if its position is below `end` (a
+    /// position from a tail word): `(cell, start)`. Waits for a producer that
+    /// claimed the slot but has not written it yet. Consumer only.
+    pub(crate) fn pop(&self, head: &mut Head, end: Tail) -> Option<(CellId, u64)> {
+        self.read(head, end, true)
+    }
+
+    /// The entry [`Queue::pop`] would return, left in place (the head may
+    /// move past a block boundary). Consumer only.
+    pub(crate) fn front(&self, head: &mut Head, end: Tail) -> Option<(CellId, u64)> {
+        self.read(head, end, false)
+    }
+
+    fn read(&self, head: &mut Head, end: Tail, consume: bool) -> Option<(CellId, u64)> {
+        let end = end.pos();
+        loop {
+            if count(head.pos) >= count(end) {
+                return None;
+            }
+            if head.block.is_null() {
+                // Acquire pairs with the first producer's Release store.
+                let backoff = Backoff::new();
+                loop {
+                    head.block = self.first.load(Ordering::Acquire);
+                    if !head.block.is_null() {
+                        break;
+                    }
+                    snooze(&backoff);
+                }
+            }
+            let offset = head.pos % LAP;
+            if offset == BLOCK_CAP {
+                // Past the block's last slot: on to the next block, and free
+                // this one (every slot in it was read).
+                // SAFETY: `head.block` is live: only the consumer frees blocks,
+                // and it frees this one here, once.
+                let next = unsafe { (*head.block).wait_next() };
+                // SAFETY: every producer that claimed a slot in this block has
+                // written it (the consumer read them all) and touches the
+                // block no more; the next block is linked.
+                self.recycle(unsafe { Box::from_raw(head.block) });
+                head.block = next;
+                head.pos += 1;
+                continue;
+            }
+            // SAFETY: as above.
+            let block = unsafe { &*head.block };
+            let i = offset as usize;
+            let backoff = Backoff::new();
+            let cell = loop {
+                // Acquire pairs with the producer's Release store of the id.
+                let c = block.cells[i].load(Ordering::Acquire);
+                if c != 0 {
+                    break c - 1;
+                }
+                snooze(&backoff);
+            };
+            let start = block.starts[i].load(Ordering::Relaxed);
+            if consume {
+                head.pos += 1;
+            }
+            return Some((cell, start));
+        }
+    }
+
+    /// Visits the entries from `head` to the tail without consuming them (the
+    /// consumer's stats read). Consumer only.
+    pub(crate) fn for_each_pending(&self, head: &Head, mut f: impl FnMut(CellId, u64)) {
+        let mut h = Head {
+            pos: head.pos,
+            block: head.block,
+        };
+        let end = self.tail();
+        // Walks with a copy of the head and must not free blocks: stop at a
+        // block boundary instead of passing it, then step by hand.
+        loop {
+            if count(h.pos) >= count(end.pos()) {
+                return;
+            }
+            if h.block.is_null() {
+                h.block = self.first.load(Ordering::Acquire);
+                if h.block.is_null() {
+                    return;
+                }
+            }
+            let offset = h.pos % LAP;
+            if offset == BLOCK_CAP {
+                // SAFETY: the block is live (only the consumer frees blocks,
+                // and it is the caller).
+                h.block = unsafe { (*h.block).wait_next() };
+                h.pos += 1;
+                continue;
+            }
+            // SAFETY: as above.
+            let block = unsafe { &*h.block };
+            let i = offset as usize;
+            let backoff = Backoff::new();
+            let cell = loop {
+                let c = block.cells[i].load(Ordering::Acquire);
+                if c != 0 {
+                    break c - 1;
+                }
+                snooze(&backoff);
+            };
+            f(cell, block.starts[i].load(Ordering::Relaxed));
+            h.pos += 1;
+        }
+    }
+
+    /// Frees every block from `head` on (the consumer's last position; the
+    /// blocks before it were freed as it read them). `&mut self`: no producer
+    /// and no consumer remain. Afterwards the queue holds nothing.
+    pub(crate) fn release(&mut self, head: &Head) {
+        let mut b = if head.block.is_null() {
+            self.first.load(Ordering::Relaxed)
+        } else {
+            head.block
+        };
+        while !b.is_null() {
+            // SAFETY: blocks from `head` on are owned by the queue and never
+            // freed elsewhere; `&mut self` means nobody else uses them.
+            let boxed = unsafe { Box::from_raw(b) };
+            b = boxed.next.load(Ordering::Relaxed);
+        }
+        self.first.store(ptr::null_mut(), Ordering::Relaxed);
+        self.tail_block.store(ptr::null_mut(), Ordering::Relaxed);
+        lock(&self.spares).clear();
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // Without a consumer's head (`release` was not called): nothing was
+        // ever consumed, so every block is still linked from `first`.
+        self.release(&Head::default());
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_come_out_in_push_order_across_blocks() {
+        let q = Queue::new();
+        let mut head = Head::default();
+        for i in 0..200u32 {
+            let p = q.push(i, u64::from(i) * 10);
+            assert_eq!(p.epoch, 0);
+            assert!(!p.wake);
+        }
+        assert_eq!(q.len(&head), 200);
+        let mut seen = Vec::new();
+        q.for_each_pending(&head, |c, s| seen.push((c, s)));
+        assert_eq!(seen.len(), 200);
+        for i in 0..200u32 {
+            assert_eq!(q.pop(&mut head, q.tail()), Some((i, u64::from(i) * 10)));
+        }
+        assert_eq!(q.pop(&mut head, q.tail()), None);
+        assert_eq!(q.len(&head), 0);
+        let mut q = q;
+        q.release(&head);
+    }
+
+    #[test]
+    fn a_cut_splits_the_queue_by_epoch() {
+        let q = Queue::new();
+        let mut head = Head::default();
+        for i in 0..40u32 {
+            q.push(i, 0);
+        }
+        let cut = q.start_cut();
+        assert_eq!(cut.epoch(), 0);
+        let p = q.push(99, 7);
+        assert_eq!(p.epoch, 1, "a push after the cut lands in the next epoch");
+        let mut batch = Vec::new();
+        while let Some((c, _)) = q.pop(&mut head, cut) {
+            batch.push(c);
+        }
+        assert_eq!(batch, (0..40).collect::<Vec<_>>());
+        assert_eq!(q.pop(&mut head, q.tail()), Some((99, 7)));
+        let mut q = q;
+        q.release(&head);
+    }
+
+    #[test]
+    fn a_parked_consumer_is_woken_by_the_next_push_only() {
+        let q = Queue::new();
+        let head = Head::default();
+        assert!(q.park(&head));
+        assert!(q.push(1, 0).wake);
+        assert!(!q.push(2, 0).wake);
+        assert!(!q.park(&head), "not empty: look again instead of parking");
+    }
+
+    #[test]
+    fn concurrent_producers_lose_nothing() {
+        let q = Queue::new();
+        let mut head = Head::default();
+        let per = if cfg!(miri) { 50 } else { 10_000 };
+        std::thread::scope(|s| {
+            for t in 0..3u32 {
+                let q = &q;
+                s.spawn(move || {
+                    for i in 0..per {
+                        q.push(t * 1_000_000 + i, u64::from(i));
+                    }
+                });
+            }
+            let mut next = [0u32; 3];
+            let mut got = 0;
+            while got < 3 * per {
+                if let Some((c, s)) = q.pop(&mut head, q.tail()) {
+                    let t = (c / 1_000_000) as usize;
+                    assert_eq!(
+                        c % 1_000_000,
+                        next[t],
+                        "one producer's entries stay in order"
+                    );
+                    assert_eq!(s, u64::from(next[t]));
+                    next[t] += 1;
+                    got += 1;
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let mut q = q;
+        q.release(&head);
+    }
+}
