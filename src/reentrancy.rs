@@ -76,7 +76,8 @@ impl SendScope {
     pub(crate) fn enter<T>(hub: *const T) -> Self {
         let hub = hub as usize;
         let nested = RUNNING.with(|r| {
-            if r.contains(hub) {
+            // Not nested in any send: the common case, one load.
+            if r.len.get() != 0 && r.contains(hub) {
                 return true;
             }
             let len = r.len.get();

@@ -8,7 +8,7 @@
 //! flags: nothing per key but its entries.
 
 use super::cells::Cells;
-use super::queue::{Head, Queue};
+use super::queue::{CellId, Head, Queue};
 use super::registry::RxId;
 use crate::event::Event;
 use crate::stats::ReceiverStats;
@@ -35,8 +35,7 @@ pub(crate) struct CellRx {
 }
 
 /// The consumer's side of a cell receiver (owned by its `Receiver`).
-#[derive(Default)]
-pub(crate) struct CellLocal {
+pub(crate) struct CellLocal<K, V> {
     head: Head,
     /// The cut epoch the consumer is in (it is the only one that moves it).
     epoch: u8,
@@ -46,6 +45,24 @@ pub(crate) struct CellLocal {
     /// The pending entries were given up (after a close): `head` is no longer
     /// the consumer's.
     let_go: bool,
+    /// A cut's entries, kept for the next cut (its capacity).
+    entries: Vec<(CellId, u64)>,
+    values: std::marker::PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Default for CellLocal<K, V> {
+    fn default() -> Self {
+        CellLocal {
+            head: Head::default(),
+            epoch: 0,
+            delivered: 0,
+            folded: 0,
+            dropped: 0,
+            let_go: false,
+            entries: Vec::new(),
+            values: std::marker::PhantomData,
+        }
+    }
 }
 
 impl CellRx {
@@ -107,9 +124,9 @@ impl Drop for CellRx {
     }
 }
 
-impl CellLocal {
+impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
     /// Takes the oldest pending key.
-    pub(crate) fn pop<K: Eq + Clone, V: Clone>(
+    pub(crate) fn pop(
         &mut self,
         rx: &CellRx,
         cells: &Cells<K, V>,
@@ -132,7 +149,7 @@ impl CellLocal {
     }
 
     /// A copy of the oldest pending key's event.
-    pub(crate) fn peek<K: Eq + Clone, V: Clone>(
+    pub(crate) fn peek(
         &mut self,
         rx: &CellRx,
         cells: &Cells<K, V>,
@@ -156,7 +173,7 @@ impl CellLocal {
     /// Everything pending as of one instant, in first-touch order: the cut's
     /// epoch bump on the queue's tail word is the instant (docs/design.md,
     /// "The cut is one instant").
-    pub(crate) fn cut<K: Eq + Clone, V: Clone>(
+    pub(crate) fn cut(
         &mut self,
         rx: &CellRx,
         cells: &Cells<K, V>,
@@ -175,11 +192,11 @@ impl CellLocal {
         // with the Acquire in `cells::help`).
         clock.fetch_add(1, Ordering::AcqRel);
         rx.announced.store(u32::from(self.epoch), Ordering::Release);
-        let mut entries = Vec::with_capacity(rx.queue.len(&self.head) as usize);
-        while let Some(entry) = rx.queue.pop(&mut self.head, before) {
-            entries.push(entry);
-        }
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        rx.queue.drain_into(&mut self.head, before, &mut entries);
         let batch = cells.take_batch(&entries, rx, epoch);
+        self.entries = entries;
         let sends: u64 = batch.iter().map(|e| e.sends).sum();
         if rx.is_closed() {
             // A hard close raced the cut: it falls after the close, which
@@ -192,6 +209,9 @@ impl CellLocal {
         batch
     }
 
+}
+
+impl<K, V> CellLocal<K, V> {
     /// Announces that the consumer is about to park (see `Queue::park`);
     /// `false` if a push got in first.
     pub(crate) fn park(&self, rx: &CellRx) -> bool {
@@ -207,7 +227,7 @@ impl CellLocal {
     /// pending entry at once, so values pending nowhere else are dropped now,
     /// and counts their sends as dropped. Walks the queue without consuming
     /// it (the consumer lets go of it later, with `&mut`).
-    pub(crate) fn give_up_at_close<K, V>(&self, rx: &CellRx, cells: &Cells<K, V>) {
+    pub(crate) fn give_up_at_close(&self, rx: &CellRx, cells: &Cells<K, V>) {
         if self.let_go {
             return;
         }
@@ -232,7 +252,7 @@ impl CellLocal {
     /// Gives up every pending entry (a close): clears its marks, counts their
     /// sends as dropped, and hands the head to the receiver for the clean-up
     /// after the grace period. Idempotent.
-    pub(crate) fn let_go<K, V>(&mut self, rx: &CellRx, cells: &Cells<K, V>) {
+    pub(crate) fn let_go(&mut self, rx: &CellRx, cells: &Cells<K, V>) {
         if self.let_go {
             return;
         }
@@ -252,7 +272,7 @@ impl CellLocal {
 
     /// The receiver's accounting: `received` is derived from what every send
     /// that reached it became (a cell receiver counts nothing per send).
-    pub(crate) fn stats<K, V>(&self, rx: &CellRx, cells: &Cells<K, V>) -> ReceiverStats {
+    pub(crate) fn stats(&self, rx: &CellRx, cells: &Cells<K, V>) -> ReceiverStats {
         let mut pending = 0;
         let mut pending_sends = 0;
         let mut dropped = self.dropped;

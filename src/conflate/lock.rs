@@ -40,6 +40,24 @@ impl SpinLock {
         SpinGuard(self)
     }
 
+    /// Acquires without a guard; [`SpinLock::unlock_raw`] releases. For a
+    /// holder of several locks whose set is a bitmask (a cut's window).
+    #[inline]
+    pub(crate) fn lock_raw(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// Releases a lock taken with [`SpinLock::lock_raw`].
+    ///
+    /// # Safety
+    /// The caller holds the lock (took it with `lock_raw` and has not released
+    /// it).
+    #[inline]
+    pub(crate) unsafe fn unlock_raw(&self) {
+        // Release: as in `SpinGuard::drop`.
+        self.0.store(false, Ordering::Release);
+    }
+
     #[cold]
     fn lock_contended(&self) {
         let backoff = Backoff::new();
@@ -96,10 +114,12 @@ pub(crate) enum ShardLock {
     Park(Mutex<()>),
 }
 
-/// Holds a [`ShardLock`].
+/// Holds a [`ShardLock`] (or stands for a lock held some other way).
 pub(crate) enum ShardGuard<'a> {
     Spin(#[allow(dead_code)] SpinGuard<'a>),
     Park(#[allow(dead_code)] MutexGuard<'a, ()>),
+    /// The caller holds the lock by other means (a cut's window).
+    None,
 }
 
 impl ShardLock {
@@ -108,6 +128,14 @@ impl ShardLock {
             ShardLock::Park(Mutex::new(()))
         } else {
             ShardLock::Spin(SpinLock::new())
+        }
+    }
+
+    /// The spin lock, if this is one.
+    pub(crate) fn spin(&self) -> Option<&SpinLock> {
+        match self {
+            ShardLock::Spin(l) => Some(l),
+            ShardLock::Park(_) => None,
         }
     }
 

@@ -121,6 +121,14 @@ impl Tail {
     }
 }
 
+/// A tail word whose position holds `count` entries from `head`'s lap
+/// structure (for `drain_into`'s slow step).
+fn end_word(_head: &Head, count_end: u64) -> u64 {
+    // The position with `count_end` entries before it, in laps of `LAP`.
+    let pos = count_end / BLOCK_CAP * LAP + count_end % BLOCK_CAP;
+    pos << POS_SHIFT
+}
+
 /// Entries (slots, not markers) before position `pos`.
 fn count(pos: u64) -> u64 {
     pos / LAP * BLOCK_CAP + pos % LAP
@@ -415,6 +423,43 @@ impl Queue {
                 head.pos += 1;
             }
             return Some((cell, start));
+        }
+    }
+
+    /// Moves every entry from `head` up to `end` into `out`, in order
+    /// (what `pop` would return one by one, with one bounds check per block
+    /// rather than per entry). Consumer only.
+    pub(crate) fn drain_into(&self, head: &mut Head, end: Tail, out: &mut Vec<(CellId, u64)>) {
+        let end = count(end.pos());
+        out.reserve(end.saturating_sub(count(head.pos)) as usize);
+        while count(head.pos) < end {
+            let offset = head.pos % LAP;
+            if head.block.is_null() || offset == BLOCK_CAP {
+                // A block boundary (or the first read): one entry the slow
+                // way, which also moves to the next block.
+                match self.pop(head, Tail(end_word(head, end))) {
+                    Some(e) => out.push(e),
+                    None => return,
+                }
+                continue;
+            }
+            // SAFETY: the block is live (only the consumer frees blocks, and
+            // it frees a block only after reading all of it).
+            let block = unsafe { &*head.block };
+            let in_block = (BLOCK_CAP - offset).min(end - count(head.pos));
+            for i in offset as usize..(offset + in_block) as usize {
+                let backoff = Backoff::new();
+                let cell = loop {
+                    // Acquire pairs with the producer's Release store.
+                    let c = block.cells[i].load(Ordering::Acquire);
+                    if c != 0 {
+                        break c - 1;
+                    }
+                    snooze(&backoff);
+                };
+                out.push((cell, block.starts[i].load(Ordering::Relaxed)));
+            }
+            head.pos += in_block;
         }
     }
 

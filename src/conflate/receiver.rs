@@ -37,7 +37,7 @@ pub struct Receiver<K, V> {
 /// Which kind of receiver, with its consumer-side state.
 pub(crate) enum Kind<K, V> {
     Own(Arc<RxCore<K, V>>, Local),
-    Cells(Arc<CellRx>, CellLocal),
+    Cells(Arc<CellRx>, CellLocal<K, V>),
 }
 
 impl<K, V> Kind<K, V> {

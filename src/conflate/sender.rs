@@ -1,6 +1,8 @@
 //! The send side: a cheap handle; a send takes no lock shared by the whole bus.
 
 use super::barrier;
+use super::core::RxCore;
+use super::registry::Listed;
 use super::shared::Shared;
 use super::stripes::Stripe;
 use crate::error::SendError;
@@ -43,6 +45,22 @@ fn leave_after_close<K, V>(shared: &Shared<K, V>) {
     barrier::light();
     if shared.state.load().tx_closed() {
         shared.wake_all();
+    }
+}
+
+/// Fans one send out to the receivers with their own values, in
+/// registration order; the last takes the value by move.
+#[inline(never)]
+fn deliver_own<K: Eq + Clone, V>(own: &Listed<'_, RxCore<K, V>>, hash: u64, key: &K, value: V)
+where
+    V: Clone,
+{
+    if let Some((last, rest)) = own.split_last() {
+        // The list may hold holes (receivers that left): `iter` skips them.
+        for core in rest.iter() {
+            core.deliver(hash, key, value.clone());
+        }
+        last.deliver(hash, key, value);
     }
 }
 
@@ -144,12 +162,10 @@ where
             };
             wakes.wake();
         }
-        if let (Some(value), Some((last, rest))) = (value, own.split_last()) {
-            // The list may hold holes (receivers that left): `iter` skips them.
-            for core in rest.iter() {
-                core.deliver(hash, &key, value.clone());
+        if let Some(value) = value {
+            if !own.is_empty() {
+                deliver_own(&own, hash, &key, value);
             }
-            last.deliver(hash, &key, value);
         }
         Ok(())
     }

@@ -45,9 +45,63 @@ const SHARD_BITS: u32 = 5;
 /// Shards per hub.
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
-/// A take claims a cut's entries of one shard this many per lock hold, so a
-/// publisher of that shard waits for at most one chunk.
-const CLAIM_CHUNK: usize = 64;
+/// How far ahead of the take a cut prefetches cells: its entries name cells
+/// spread over every shard, too many streams for the hardware prefetcher.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Hints that `slot` will be read soon.
+#[inline(always)]
+fn prefetch<T>(slot: &T) {
+    #[cfg(all(target_arch = "x86_64", not(any(loom, shuttle, miri))))]
+    // SAFETY: a prefetch is a hint: it reads nothing architecturally and
+    // cannot fault; `slot` is a valid reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(slot as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(any(loom, shuttle, miri)))))]
+    let _ = slot;
+}
+
+/// The shards a cut's window holds (a bitmask), unlocked on drop.
+struct Held<'a, K, V> {
+    cells: &'a Cells<K, V>,
+    named: u64,
+}
+
+impl<'a, K, V> Held<'a, K, V> {
+    /// Locks every shard in `named`, in index order.
+    fn lock(cells: &'a Cells<K, V>, named: u64) -> Self {
+        let mut rest = named;
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            cells.shards[s]
+                .lock
+                .spin()
+                .expect("only hubs with cell receivers cut, and their shards spin")
+                .lock_raw();
+        }
+        Held { cells, named }
+    }
+}
+
+impl<K, V> Drop for Held<'_, K, V> {
+    fn drop(&mut self) {
+        let mut rest = self.named;
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let lock = self.cells.shards[s].lock.spin().expect("locked as a spin lock");
+            // SAFETY: `lock` locked this shard (`named`) and nothing
+            // released it since.
+            unsafe { lock.unlock_raw() };
+        }
+    }
+}
+
+/// A cut takes its entries this many at a time, holding the shards they name
+/// (see `Cells::take_batch`): a publisher waits for at most one window.
+const CUT_WINDOW: usize = 32;
 
 /// The shard of a hash (bits 40 and up; the index uses the low 32).
 pub(crate) fn shard_of(hash: u64) -> usize {
@@ -90,6 +144,8 @@ struct ShardData<V> {
     /// Cells in use, and of those the idle ones (kept indexed for reuse).
     used: u32,
     idle: u32,
+    /// Inserts since the last sweep.
+    inserts: u32,
     deposits: Vec<Deposit<V>>,
     /// First-touch numbers of the table's cells, by slab index (only with
     /// `retain_latest`).
@@ -130,19 +186,22 @@ impl<K, V> Shard<K, V> {
     }
 }
 
-impl<K, V> Locked<'_, K, V> {
-    fn slot(&self, i: u32) -> &Slot<K, V> {
+impl<'a, K, V> Locked<'a, K, V> {
+    #[inline]
+    fn slot(&self, i: u32) -> &'a Slot<K, V> {
         self.shard.slab.slot(i)
     }
 
     /// Cell `i`, which is in use.
     #[allow(clippy::mut_from_ref)]
+    #[inline]
     fn cell(&self, i: u32) -> &mut CellData<K, V> {
         // SAFETY: the shard lock is held; callers name only slots in use and
         // hold one cell reference at a time.
         unsafe { self.slot(i).cell() }
     }
 
+    #[inline]
     fn find(&self, hash32: u32, key: &K) -> Option<u32>
     where
         K: Eq,
@@ -156,8 +215,28 @@ impl<K, V> Locked<'_, K, V> {
             .copied()
     }
 
-    /// A new cell for `key`, indexed. Returns its slab index.
-    fn insert(&mut self, key: K, hash32: u32) -> u32 {
+    /// A new cell for `key`, indexed. Returns its slab index, and the idle
+    /// cells freed to make room (to drop outside the lock).
+    ///
+    /// Idle cells (pending nowhere, not in the table) stay indexed, so a key
+    /// that comes back finds its cell: a key that recurs costs no insert and
+    /// no removal. Inserts pay for freeing the others: once idle cells
+    /// outnumber the cells in use by `SWEEP_SLACK` and the shard has taken
+    /// half its size in inserts since the last sweep, an insert sweeps. A
+    /// sweep frees the cells that were idle at the previous sweep too, and
+    /// marks the idle ones: a key idle across two sweeps (half the shard's
+    /// size in new keys each) is gone. O(1) amortized per insert; a shard
+    /// holds its cells in use, the idle ones that came back lately, and the
+    /// slack.
+    fn insert(&mut self, key: K, hash32: u32) -> (u32, Vec<CellData<K, V>>) {
+        self.d.inserts += 1;
+        let crowded = self.d.idle > self.d.used - self.d.idle + SWEEP_SLACK;
+        let freed = if crowded && self.d.inserts >= self.d.used / 2 {
+            self.d.inserts = 0;
+            self.sweep()
+        } else {
+            Vec::new()
+        };
         let i = match self.d.free.pop() {
             Some(i) => i,
             None => {
@@ -175,26 +254,29 @@ impl<K, V> Locked<'_, K, V> {
         });
         self.d.used += 1;
         self.d.idle += 1;
-        i
+        (i, freed)
     }
 
-    /// Notes that cell `i`'s idleness may have changed from `was_idle`, and
-    /// frees idle cells once they outnumber the others by `SWEEP_SLACK`.
-    /// Returns the cells freed, to drop outside the lock.
+    /// Notes that cell `i`'s idleness may have changed from `was_idle`.
+    /// Returns the cells freed (none: idle cells are freed by `insert`'s
+    /// sweep), to drop outside the lock.
     fn settle(&mut self, i: u32, was_idle: bool) -> Vec<CellData<K, V>> {
-        let idle = self.cell(i).idle();
+        let cell = self.cell(i);
+        let idle = cell.idle();
         match (was_idle, idle) {
-            (true, false) => self.d.idle -= 1,
+            (true, false) => {
+                // In use again: a sweep must see it idle twice more.
+                cell.set_swept_once(false);
+                self.d.idle -= 1;
+            }
             (false, true) => self.d.idle += 1,
             _ => {}
         }
-        if self.d.idle <= self.d.used - self.d.idle + SWEEP_SLACK {
-            return Vec::new();
-        }
-        self.sweep()
+        Vec::new()
     }
 
-    /// Frees every idle cell of the shard.
+    /// Frees the idle cells that were idle at the last sweep too, and marks
+    /// the other idle ones.
     fn sweep(&mut self) -> Vec<CellData<K, V>> {
         let mut freed = Vec::new();
         let slab = &self.shard.slab;
@@ -202,15 +284,19 @@ impl<K, V> Locked<'_, K, V> {
         self.d.index.retain(|&mut i| {
             let slot = slab.slot(i);
             // SAFETY: lock held; indexed slots are in use.
-            if unsafe { slot.cell() }.idle() {
-                // SAFETY: as above; the slot is unused afterwards and leaves
-                // the index here.
-                freed.push(unsafe { slot.empty() });
-                free.push(i);
-                false
-            } else {
-                true
+            let cell = unsafe { slot.cell() };
+            if !cell.idle() {
+                return true;
             }
+            if !cell.swept_once() {
+                cell.set_swept_once(true);
+                return true;
+            }
+            // SAFETY: as above; the slot is unused afterwards and leaves the
+            // index here.
+            freed.push(unsafe { slot.empty() });
+            free.push(i);
+            false
         });
         self.d.used -= freed.len() as u32;
         self.d.idle -= freed.len() as u32;
@@ -219,59 +305,84 @@ impl<K, V> Locked<'_, K, V> {
 }
 
 /// Idle cells kept, beyond as many as the cells in use, before a sweep.
-const SWEEP_SLACK: u32 = if cfg!(any(loom, shuttle)) { 0 } else { 32 };
-
-/// A short list kept on the stack (a send's receivers to re-pend or wake):
-/// `N` inline, the rest in a vector, so a send with few receivers allocates
-/// nothing.
-struct Few<T: Copy, const N: usize> {
-    inline: [Option<T>; N],
-    len: usize,
-    more: Vec<T>,
-}
-
-impl<T: Copy, const N: usize> Few<T, N> {
-    fn new() -> Self {
-        Few {
-            inline: [None; N],
-            len: 0,
-            more: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, item: T) {
-        match self.inline.get_mut(self.len) {
-            Some(slot) => *slot = Some(item),
-            None => self.more.push(item),
-        }
-        self.len += 1;
-    }
-
-    fn iter(&self) -> impl Iterator<Item = T> + '_ {
-        self.inline
-            .iter()
-            .flatten()
-            .copied()
-            .chain(self.more.iter().copied())
-    }
-}
+const SWEEP_SLACK: u32 = if cfg!(any(loom, shuttle)) { 0 } else { 64 };
 
 /// A take's event (if the entry was live) and the cells it freed (to drop
 /// outside the lock).
 type Taken<K, V> = (Option<Event<K, V>>, Vec<CellData<K, V>>);
 
-/// Receivers whose consumer asked to be woken by the next push.
-pub(crate) struct Wakes<'a>(Few<&'a CellRx, 4>);
+/// Receivers whose consumer asked to be woken by the next push (usually
+/// none, at most one per receiver; the first kept inline, so a send that wakes
+/// nobody or one allocates nothing).
+pub(crate) struct Wakes<'a> {
+    first: Option<&'a CellRx>,
+    more: Vec<&'a CellRx>,
+}
 
-impl Wakes<'_> {
+impl<'a> Wakes<'a> {
+    #[inline]
     fn none() -> Self {
-        Wakes(Few::new())
+        Wakes {
+            first: None,
+            more: Vec::new(),
+        }
     }
 
+    fn push(&mut self, rx: &'a CellRx) {
+        if self.first.is_none() {
+            self.first = Some(rx);
+        } else {
+            self.more.push(rx);
+        }
+    }
+
+    #[inline]
     pub(crate) fn wake(self) {
-        for rx in self.0.iter() {
+        if let Some(first) = self.first {
+            Self::wake_all(first, self.more);
+        }
+    }
+
+    #[cold]
+    fn wake_all(first: &CellRx, more: Vec<&CellRx>) {
+        first.notify.notify(usize::MAX);
+        for rx in more {
             rx.notify.notify(usize::MAX);
         }
+    }
+}
+
+/// A short list of a send's receivers to re-pend (and whether each needs a
+/// deposit first): eight inline, the rest in a vector, so a send with few
+/// receivers allocates nothing.
+struct Repend<'a> {
+    inline: [(Option<&'a CellRx>, bool); 8],
+    len: usize,
+    more: Vec<(&'a CellRx, bool)>,
+}
+
+impl<'a> Repend<'a> {
+    fn new() -> Self {
+        Repend {
+            inline: [(None, false); 8],
+            len: 0,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, rx: &'a CellRx, deposit: bool) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = (Some(rx), deposit),
+            None => self.more.push((rx, deposit)),
+        }
+        self.len += 1;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&'a CellRx, bool)> + '_ {
+        self.inline
+            .iter()
+            .filter_map(|&(rx, d)| rx.map(|rx| (rx, d)))
+            .chain(self.more.iter().copied())
     }
 }
 
@@ -301,6 +412,7 @@ impl<K, V> Cells<K, V> {
                             next: 0,
                             used: 0,
                             idle: 0,
+                            inserts: 0,
                             deposits: Vec::new(),
                             orders: Vec::new(),
                         }),
@@ -406,6 +518,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// # Safety
     /// The caller is a send in flight until it is done with the returned
     /// wakes (they name receivers of the registry's cell list).
+    #[inline]
     pub(crate) unsafe fn send<'a>(
         &self,
         hash: u64,
@@ -415,35 +528,67 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         clock: &AtomicU64,
     ) -> Wakes<'a> {
         let shard_index = shard_of(hash);
-        let mut sh = self.shards[shard_index].lock();
+        let sh = self.shards[shard_index].lock();
         let hash32 = hash as u32;
         // Acquire: pairs with the clock's RMWs (cuts, registry changes,
         // helpers): a send that sees the new clock sees what came before it.
         // Read under the lock: see docs/design.md for why it must be.
         let now = clock.load(Ordering::Acquire);
-        let i = match sh.find(hash32, key) {
-            Some(i) => i,
+        if let (Merge::NewerWins, Some(i)) = (&self.merge, sh.find(hash32, key)) {
+            let slot = sh.slot(i);
+            // SAFETY: the shard lock is held and slot `i` is in use (indexed).
+            let cell = unsafe { slot.cell() };
+            if cell.stamp == now && cell.value().is_some() {
+                // Every cell receiver has the key pending in its current
+                // epoch: one write, whatever their number.
+                let old = cell.replace_value(value);
+                // Relaxed: written under the lock; read by stats (see `seq`).
+                let seq = slot.seq.load(Ordering::Relaxed);
+                slot.seq.store(seq + 1, Ordering::Relaxed);
+                drop(sh);
+                drop(old);
+                return Wakes::none();
+            }
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.send_slow(sh, shard_index, hash32, key, value, registry, clock, now) }
+    }
+
+    /// The rest of [`Cells::send`]: a new key, a hub with its own merge, or a
+    /// cell that needs its receivers visited.
+    ///
+    /// # Safety
+    /// As [`Cells::send`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn send_slow<'a>(
+        &self,
+        mut sh: Locked<'_, K, V>,
+        shard_index: usize,
+        hash32: u32,
+        key: &K,
+        value: V,
+        registry: &'a Registry<K, V>,
+        clock: &AtomicU64,
+        now: u64,
+    ) -> Wakes<'a> {
+        let (i, swept) = match sh.find(hash32, key) {
+            Some(i) => (i, Vec::new()),
             // The one copy of the key is made before anything changes.
             None => {
                 let key = key.clone();
                 sh.insert(key, hash32)
             }
         };
-        let seq = sh.slot(i).seq.load(Ordering::Relaxed);
-        let cell = sh.cell(i);
+        // Freed cells drop when this returns, after the lock is released
+        // (every path below releases `sh` first): keys are user code.
+        let _swept = swept;
         if !matches!(self.merge, Merge::NewerWins) {
             // A hub with its own merge: the cells are the table only.
             return self.merge_into_table(sh, i, value);
         }
-        if cell.stamp == now && cell.value().is_some() {
-            // Every cell receiver has the key pending in its current epoch.
-            let old = cell.replace_value(value);
-            // Relaxed: written under the lock; read by stats (see `seq`).
-            sh.slot(i).seq.store(seq + 1, Ordering::Relaxed);
-            drop(sh);
-            drop(old);
-            return Wakes::none();
-        }
+        let seq = sh.slot(i).seq.load(Ordering::Relaxed);
+        let cell = sh.cell(i);
         let was_idle = cell.idle();
         let entering = self.retain && !cell.retained();
         // The cell receivers, read after the clock: a registry change moves
@@ -454,7 +599,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let rxs = unsafe { registry.cells() };
         // Which receivers need an entry, and how many of them a deposit
         // first (those come first in the pass below, in list order).
-        let mut repend: Few<(&'a CellRx, bool), 8> = Few::new();
+        let mut repend = Repend::new();
         let mut deposit_for = 0usize;
         for rx in rxs.iter() {
             let mark = cell.mark(rx.id);
@@ -466,10 +611,10 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 }
                 // Its entry belongs to a cut that has not taken it: keep the
                 // value that cut needs.
-                repend.push((rx, true));
+                repend.push(rx, true);
                 deposit_for += 1;
             } else {
-                repend.push((rx, false));
+                repend.push(rx, false);
             }
         }
         // Clones before anything changes (user code).
@@ -490,7 +635,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             help(rx, pushed.epoch, clock);
             cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
             if pushed.wake {
-                wakes.0.push(rx);
+                wakes.push(rx);
             }
         }
         let mut old = cell.replace_value(value);
@@ -663,46 +808,75 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         None
     }
 
-    /// Takes a cut's entries (in queue order) for `rx`, visiting each shard
-    /// once per `CLAIM_CHUNK` entries; the batch keeps queue order.
+    /// Takes a cut's entries (in queue order) for `rx`, `CUT_WINDOW` at a
+    /// time: the shards a window names are locked together (in index order,
+    /// as `snapshot` does, so no two lockers wait for each other), its
+    /// entries taken in queue order, and the locks released. A publisher
+    /// waits for at most one window; the cut pays about one lock per shard
+    /// per window, and reads its entries and writes its batch in order.
     pub(crate) fn take_batch(
         &self,
         entries: &[(CellId, u64)],
         rx: &CellRx,
         epoch: u8,
     ) -> Vec<Event<K, V>> {
-        // Bucket the entries by shard (a counting sort on positions).
-        let mut counts = [0u32; SHARDS + 1];
-        for &(c, _) in entries {
-            counts[split(c).0 + 1] += 1;
-        }
-        for s in 0..SHARDS {
-            counts[s + 1] += counts[s];
-        }
-        let mut order = vec![0u32; entries.len()];
-        let mut fill = counts;
-        for (pos, &(c, _)) in entries.iter().enumerate() {
-            let s = split(c).0;
-            order[fill[s] as usize] = pos as u32;
-            fill[s] += 1;
-        }
-        let mut out: Vec<Option<Event<K, V>>> = Vec::with_capacity(entries.len());
-        out.resize_with(entries.len(), || None);
+        let mut batch = Vec::with_capacity(entries.len());
         let mut freed = Vec::new();
-        for s in 0..SHARDS {
-            let mine = &order[counts[s] as usize..counts[s + 1] as usize];
-            for chunk in mine.chunks(CLAIM_CHUNK) {
-                let mut sh = self.shards[s].lock();
-                for &pos in chunk {
-                    let (c, start) = entries[pos as usize];
-                    let (event, f) = Self::take_locked(&mut sh, split(c).1, start, rx.id, epoch);
-                    out[pos as usize] = event;
-                    freed.extend(f);
-                }
+        for window in entries.chunks(CUT_WINDOW) {
+            let mut named = 0u64;
+            for &(c, _) in window {
+                named |= 1 << split(c).0;
             }
+            // Unlocks every shard it holds, also when a clone unwinds.
+            let held = Held::lock(self, named);
+            for (n, &(c, start)) in window.iter().enumerate() {
+                if let Some(&(ahead, _)) = window.get(n + PREFETCH_AHEAD) {
+                    let (s, i) = split(ahead);
+                    prefetch(self.shards[s].slab.slot(i));
+                }
+                let (s, i) = split(c);
+                let shard = &self.shards[s];
+                let slot = shard.slab.slot(i);
+                // SAFETY: `held` holds shard `s`'s lock; slot `i` is in use
+                // (this receiver's entry names it and its mark or deposit
+                // keeps it); one cell reference at a time.
+                let cell = unsafe { slot.cell() };
+                let mark = cell.mark(rx.id);
+                if mark & PENDING != 0 && mark_epoch(mark) == epoch {
+                    // The common case, inline: the entry's own mark.
+                    let seq = slot.seq.load(Ordering::Relaxed);
+                    let key = cell.key.clone();
+                    cell.set_mark(rx.id, 0);
+                    cell.stamp = STALE;
+                    let value = if cell.pending() == 0 && !cell.retained() {
+                        let v = cell.take_value();
+                        if cell.idle() {
+                            // SAFETY: as above: held; no other reference.
+                            let d = shard.data.with_mut(|p| unsafe { &mut *p });
+                            d.idle += 1;
+                        }
+                        v
+                    } else {
+                        cell.value().cloned()
+                    };
+                    batch.extend(value.map(|v| Event::new(key, v, seq - start)));
+                    continue;
+                }
+                // A deposit, or a stale entry.
+                let mut sh = Locked {
+                    shard,
+                    // SAFETY: as above.
+                    d: shard.data.with_mut(|p| unsafe { &mut *p }),
+                    _guard: ShardGuard::None,
+                };
+                let (event, f) = Self::take_locked(&mut sh, i, start, rx.id, epoch);
+                batch.extend(event);
+                freed.extend(f);
+            }
+            drop(held);
         }
         drop(freed);
-        out.into_iter().flatten().collect()
+        batch
     }
 
     /// The table's value for `key` (`retain_latest`).

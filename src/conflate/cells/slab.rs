@@ -54,6 +54,7 @@ impl Meta {
     const RETAINED: u32 = 1 << 25;
     const HEAP_MARKS: u32 = 1 << 26;
     const DEPOSITS: u32 = 1 << 27;
+    const SWEPT_ONCE: u32 = 1 << 28;
 
     fn has(self, flag: u32) -> bool {
         self.0 & flag != 0
@@ -138,6 +139,15 @@ impl<K, V> CellData<K, V> {
         self.meta.set(Meta::RETAINED, on);
     }
 
+    /// Idle at the last sweep too (the next sweep frees it).
+    pub(crate) fn swept_once(&self) -> bool {
+        self.meta.has(Meta::SWEPT_ONCE)
+    }
+
+    pub(crate) fn set_swept_once(&mut self, on: bool) {
+        self.meta.set(Meta::SWEPT_ONCE, on);
+    }
+
     pub(crate) fn has_deposits(&self) -> bool {
         self.meta.has(Meta::DEPOSITS)
     }
@@ -151,6 +161,7 @@ impl<K, V> CellData<K, V> {
         self.pending() == 0 && !self.retained() && !self.has_deposits()
     }
 
+    #[inline]
     pub(crate) fn mark(&self, id: u32) -> u16 {
         let id = id as usize;
         if self.meta.has(Meta::HEAP_MARKS) {
@@ -167,7 +178,27 @@ impl<K, V> CellData<K, V> {
     /// Sets receiver `id`'s mark, counting it in `pending` when it becomes
     /// (or stops being) pending. May allocate (a first id past the inline
     /// ones); panics before changing anything if the count would overflow.
+    #[inline]
     pub(crate) fn set_mark(&mut self, id: u32, mark: u16) {
+        if !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE {
+            // The common case: an inline mark.
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
+            let slot = unsafe { &mut self.marks.inline[id as usize] };
+            let was = *slot & PENDING != 0;
+            let now = mark & PENDING != 0;
+            *slot = mark;
+            if now && !was {
+                self.meta.0 += 1;
+            } else if was && !now {
+                self.meta.0 -= 1;
+            }
+            return;
+        }
+        self.set_mark_slow(id, mark);
+    }
+
+    #[cold]
+    fn set_mark_slow(&mut self, id: u32, mark: u16) {
         let was = self.mark(id) & PENDING != 0;
         let now = mark & PENDING != 0;
         if now && !was {
@@ -270,11 +301,13 @@ impl<K, V> Slot<K, V> {
 }
 
 /// Which chunk holds slab index `i`, and where in it.
+#[inline(always)]
 fn locate(i: u32) -> (usize, usize) {
-    let i = i as usize;
-    let k = (i / FIRST + 1).ilog2() as usize;
-    let base = FIRST * ((1 << k) - 1);
-    (k, i - base)
+    // Chunk `k` starts at `FIRST * (2^k - 1)`: `i + FIRST` has its top bit
+    // at `k + log2(FIRST)`.
+    let shifted = i as usize + FIRST;
+    let k = shifted.ilog2() as usize - FIRST.trailing_zeros() as usize;
+    (k, shifted - (FIRST << k))
 }
 
 /// The slots of one shard, at stable addresses.
@@ -303,6 +336,7 @@ impl<K, V> Slab<K, V> {
     }
 
     /// Slot `i`, which [`Slab::ensure`] made.
+    #[inline]
     pub(crate) fn slot(&self, i: u32) -> &Slot<K, V> {
         let (k, off) = locate(i);
         // Acquire: pairs with the Release in `ensure`.
