@@ -126,11 +126,7 @@ impl Drop for CellRx {
 
 impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
     /// Takes the oldest pending key.
-    pub(crate) fn pop(
-        &mut self,
-        rx: &CellRx,
-        cells: &Cells<K, V>,
-    ) -> Option<Event<K, V>> {
+    pub(crate) fn pop(&mut self, rx: &CellRx, cells: &Cells<K, V>) -> Option<Event<K, V>> {
         if self.let_go {
             return None;
         }
@@ -149,11 +145,7 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
     }
 
     /// A copy of the oldest pending key's event.
-    pub(crate) fn peek(
-        &mut self,
-        rx: &CellRx,
-        cells: &Cells<K, V>,
-    ) -> Option<Event<K, V>> {
+    pub(crate) fn peek(&mut self, rx: &CellRx, cells: &Cells<K, V>) -> Option<Event<K, V>> {
         if self.let_go {
             return None;
         }
@@ -208,7 +200,6 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         self.folded += sends;
         batch
     }
-
 }
 
 impl<K, V> CellLocal<K, V> {

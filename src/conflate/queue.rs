@@ -226,7 +226,42 @@ impl Queue {
     /// Appends an entry for `cell` whose sends are counted from `start`.
     /// One CAS on the tail word when uncontended; never waits for the consumer
     /// (only, at a block boundary, for the producer installing the next block).
+    #[inline]
     pub(crate) fn push(&self, cell: CellId, start: u64) -> Pushed {
+        // The common case: a slot inside an installed block, no contention.
+        let tail = self.tail.load(Ordering::Acquire);
+        let block = self.tail_block.load(Ordering::Acquire);
+        let offset = Tail(tail).pos() % LAP;
+        if offset + 1 < BLOCK_CAP && !block.is_null() {
+            let claimed = (tail + POS_ONE) & !PARKED;
+            // AcqRel: as in `push_slow`.
+            if self
+                .tail
+                .compare_exchange_weak(tail, claimed, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SAFETY: the claim succeeded on a word whose position lies
+                // in `block` (producers load the tail before the block, and
+                // the block changes only after the tail passed its marker);
+                // the consumer frees it only after reading this slot.
+                let b = unsafe { &*block };
+                let i = offset as usize;
+                b.starts[i].store(start, Ordering::Relaxed);
+                // Release: the consumer's Acquire load of the id sees the
+                // start too.
+                b.cells[i].store(cell + 1, Ordering::Release);
+                let t = Tail(tail);
+                return Pushed {
+                    epoch: t.epoch(),
+                    wake: t.parked(),
+                };
+            }
+        }
+        self.push_slow(cell, start)
+    }
+
+    #[inline(never)]
+    fn push_slow(&self, cell: CellId, start: u64) -> Pushed {
         let backoff = Backoff::new();
         let mut tail = self.tail.load(Ordering::Acquire);
         let mut block = self.tail_block.load(Ordering::Acquire);
@@ -364,7 +399,21 @@ impl Queue {
     /// Reads the next entry at `head` if its position is below `end` (a
     /// position from a tail word): `(cell, start)`. Waits for a producer that
     /// claimed the slot but has not written it yet. Consumer only.
+    #[inline]
     pub(crate) fn pop(&self, head: &mut Head, end: Tail) -> Option<(CellId, u64)> {
+        // The common case: a written slot inside the current block.
+        let offset = head.pos % LAP;
+        if !head.block.is_null() && offset < BLOCK_CAP && count(head.pos) < count(end.pos()) {
+            // SAFETY: the block is live (only the consumer frees blocks).
+            let block = unsafe { &*head.block };
+            let i = offset as usize;
+            // Acquire pairs with the producer's Release store of the id.
+            let c = block.cells[i].load(Ordering::Acquire);
+            if c != 0 {
+                head.pos += 1;
+                return Some((c - 1, block.starts[i].load(Ordering::Relaxed)));
+            }
+        }
         self.read(head, end, true)
     }
 

@@ -56,7 +56,10 @@ fn prefetch<T>(slot: &T) {
     // SAFETY: a prefetch is a hint: it reads nothing architecturally and
     // cannot fault; `slot` is a valid reference anyway.
     unsafe {
-        std::arch::x86_64::_mm_prefetch(slot as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0);
+        std::arch::x86_64::_mm_prefetch(
+            slot as *const T as *const i8,
+            std::arch::x86_64::_MM_HINT_T0,
+        );
     }
     #[cfg(not(all(target_arch = "x86_64", not(any(loom, shuttle, miri)))))]
     let _ = slot;
@@ -91,7 +94,10 @@ impl<K, V> Drop for Held<'_, K, V> {
         while rest != 0 {
             let s = rest.trailing_zeros() as usize;
             rest &= rest - 1;
-            let lock = self.cells.shards[s].lock.spin().expect("locked as a spin lock");
+            let lock = self.cells.shards[s]
+                .lock
+                .spin()
+                .expect("locked as a spin lock");
             // SAFETY: `lock` locked this shard (`named`) and nothing
             // released it since.
             unsafe { lock.unlock_raw() };
@@ -144,8 +150,6 @@ struct ShardData<V> {
     /// Cells in use, and of those the idle ones (kept indexed for reuse).
     used: u32,
     idle: u32,
-    /// Inserts since the last sweep.
-    inserts: u32,
     deposits: Vec<Deposit<V>>,
     /// First-touch numbers of the table's cells, by slab index (only with
     /// `retain_latest`).
@@ -215,28 +219,8 @@ impl<'a, K, V> Locked<'a, K, V> {
             .copied()
     }
 
-    /// A new cell for `key`, indexed. Returns its slab index, and the idle
-    /// cells freed to make room (to drop outside the lock).
-    ///
-    /// Idle cells (pending nowhere, not in the table) stay indexed, so a key
-    /// that comes back finds its cell: a key that recurs costs no insert and
-    /// no removal. Inserts pay for freeing the others: once idle cells
-    /// outnumber the cells in use by `SWEEP_SLACK` and the shard has taken
-    /// half its size in inserts since the last sweep, an insert sweeps. A
-    /// sweep frees the cells that were idle at the previous sweep too, and
-    /// marks the idle ones: a key idle across two sweeps (half the shard's
-    /// size in new keys each) is gone. O(1) amortized per insert; a shard
-    /// holds its cells in use, the idle ones that came back lately, and the
-    /// slack.
-    fn insert(&mut self, key: K, hash32: u32) -> (u32, Vec<CellData<K, V>>) {
-        self.d.inserts += 1;
-        let crowded = self.d.idle > self.d.used - self.d.idle + SWEEP_SLACK;
-        let freed = if crowded && self.d.inserts >= self.d.used / 2 {
-            self.d.inserts = 0;
-            self.sweep()
-        } else {
-            Vec::new()
-        };
+    /// A new cell for `key`, indexed. Returns its slab index.
+    fn insert(&mut self, key: K, hash32: u32) -> u32 {
         let i = match self.d.free.pop() {
             Some(i) => i,
             None => {
@@ -254,62 +238,66 @@ impl<'a, K, V> Locked<'a, K, V> {
         });
         self.d.used += 1;
         self.d.idle += 1;
-        (i, freed)
+        i
     }
 
-    /// Notes that cell `i`'s idleness may have changed from `was_idle`.
-    /// Returns the cells freed (none: idle cells are freed by `insert`'s
-    /// sweep), to drop outside the lock.
-    fn settle(&mut self, i: u32, was_idle: bool) -> Vec<CellData<K, V>> {
-        let cell = self.cell(i);
-        let idle = cell.idle();
-        match (was_idle, idle) {
-            (true, false) => {
-                // In use again: a sweep must see it idle twice more.
-                cell.set_swept_once(false);
-                self.d.idle -= 1;
-            }
-            (false, true) => self.d.idle += 1,
-            _ => {}
+    /// Notes that cell `i`'s idleness may have changed from `was_idle`, and
+    /// frees it if it became idle while the shard already keeps `IDLE_KEEP`
+    /// idle cells. Returns the freed cell, to drop outside the lock.
+    ///
+    /// Idle cells (pending nowhere, not in the table) stay indexed, up to
+    /// `IDLE_KEEP` per shard, so that a key that comes back finds its cell: a
+    /// recurring key costs no insert and no removal. Past that, an idle cell
+    /// is freed at once (one probe, by its stored hash, comparing indices). A
+    /// shard thus holds its cells in use plus at most `IDLE_KEEP`.
+    #[inline]
+    fn settle(&mut self, i: u32, was_idle: bool) -> Option<CellData<K, V>> {
+        // SAFETY: lock held; slot `i` is in use; callers hold no other cell
+        // reference across this call.
+        let idle = unsafe { self.slot(i).cell() }.idle();
+        self.settle_as(i, was_idle, idle)
+    }
+
+    /// [`Locked::settle`] for a caller that knows whether the cell is idle now.
+    #[inline]
+    fn settle_as(&mut self, i: u32, was_idle: bool, idle: bool) -> Option<CellData<K, V>> {
+        if was_idle == idle {
+            return None;
         }
-        Vec::new()
+        if !idle {
+            self.d.idle -= 1;
+            return None;
+        }
+        if self.d.idle >= IDLE_KEEP {
+            return Some(self.free(i));
+        }
+        self.d.idle += 1;
+        None
     }
 
-    /// Frees the idle cells that were idle at the last sweep too, and marks
-    /// the other idle ones.
-    fn sweep(&mut self) -> Vec<CellData<K, V>> {
-        let mut freed = Vec::new();
-        let slab = &self.shard.slab;
-        let free = &mut self.d.free;
-        self.d.index.retain(|&mut i| {
-            let slot = slab.slot(i);
-            // SAFETY: lock held; indexed slots are in use.
-            let cell = unsafe { slot.cell() };
-            if !cell.idle() {
-                return true;
-            }
-            if !cell.swept_once() {
-                cell.set_swept_once(true);
-                return true;
-            }
-            // SAFETY: as above; the slot is unused afterwards and leaves the
-            // index here.
-            freed.push(unsafe { slot.empty() });
-            free.push(i);
-            false
-        });
-        self.d.used -= freed.len() as u32;
-        self.d.idle -= freed.len() as u32;
-        freed
+    /// Frees cell `i` (in use, not counted idle): out of the index and the
+    /// slab.
+    fn free(&mut self, i: u32) -> CellData<K, V> {
+        let hash32 = self.cell(i).hash32;
+        match self.d.index.find_entry(table_hash(hash32), |&j| j == i) {
+            Ok(entry) => drop(entry.remove()),
+            Err(_) => unreachable!("a cell in use is indexed"),
+        }
+        self.d.free.push(i);
+        self.d.used -= 1;
+        // SAFETY: lock held; the slot was in use and is unused from here on
+        // (no longer indexed; no receiver has it pending).
+        unsafe { self.slot(i).empty() }
     }
 }
 
-/// Idle cells kept, beyond as many as the cells in use, before a sweep.
-const SWEEP_SLACK: u32 = if cfg!(any(loom, shuttle)) { 0 } else { 64 };
+/// Idle cells a shard keeps for keys that come back (see `Locked::settle`):
+/// 256 per shard, 8,192 per hub at most.
+const IDLE_KEEP: u32 = if cfg!(any(loom, shuttle)) { 1 } else { 256 };
 
 /// A take's event (if the entry was live) and the cells it freed (to drop
 /// outside the lock).
-type Taken<K, V> = (Option<Event<K, V>>, Vec<CellData<K, V>>);
+type Taken<K, V> = (Option<Event<K, V>>, Option<CellData<K, V>>);
 
 /// Receivers whose consumer asked to be woken by the next push (usually
 /// none, at most one per receiver; the first kept inline, so a send that wakes
@@ -352,40 +340,6 @@ impl<'a> Wakes<'a> {
     }
 }
 
-/// A short list of a send's receivers to re-pend (and whether each needs a
-/// deposit first): eight inline, the rest in a vector, so a send with few
-/// receivers allocates nothing.
-struct Repend<'a> {
-    inline: [(Option<&'a CellRx>, bool); 8],
-    len: usize,
-    more: Vec<(&'a CellRx, bool)>,
-}
-
-impl<'a> Repend<'a> {
-    fn new() -> Self {
-        Repend {
-            inline: [(None, false); 8],
-            len: 0,
-            more: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, rx: &'a CellRx, deposit: bool) {
-        match self.inline.get_mut(self.len) {
-            Some(slot) => *slot = (Some(rx), deposit),
-            None => self.more.push((rx, deposit)),
-        }
-        self.len += 1;
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (&'a CellRx, bool)> + '_ {
-        self.inline
-            .iter()
-            .filter_map(|&(rx, d)| rx.map(|rx| (rx, d)))
-            .chain(self.more.iter().copied())
-    }
-}
-
 /// The hub's cells.
 pub(crate) struct Cells<K, V> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
@@ -412,7 +366,6 @@ impl<K, V> Cells<K, V> {
                             next: 0,
                             used: 0,
                             idle: 0,
-                            inserts: 0,
                             deposits: Vec::new(),
                             orders: Vec::new(),
                         }),
@@ -572,23 +525,24 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         clock: &AtomicU64,
         now: u64,
     ) -> Wakes<'a> {
-        let (i, swept) = match sh.find(hash32, key) {
-            Some(i) => (i, Vec::new()),
+        let i = match sh.find(hash32, key) {
+            Some(i) => i,
             // The one copy of the key is made before anything changes.
             None => {
                 let key = key.clone();
                 sh.insert(key, hash32)
             }
         };
-        // Freed cells drop when this returns, after the lock is released
-        // (every path below releases `sh` first): keys are user code.
-        let _swept = swept;
         if !matches!(self.merge, Merge::NewerWins) {
             // A hub with its own merge: the cells are the table only.
             return self.merge_into_table(sh, i, value);
         }
-        let seq = sh.slot(i).seq.load(Ordering::Relaxed);
-        let cell = sh.cell(i);
+        let slot = sh.slot(i);
+        let seq = slot.seq.load(Ordering::Relaxed);
+        // SAFETY: the shard lock is held and slot `i` is in use; the only
+        // other cell reference made below (`settle`) comes after this one's
+        // last use.
+        let cell = unsafe { slot.cell() };
         let was_idle = cell.idle();
         let entering = self.retain && !cell.retained();
         // The cell receivers, read after the clock: a registry change moves
@@ -597,40 +551,59 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // send").
         // SAFETY: the caller is in flight (this function's contract).
         let rxs = unsafe { registry.cells() };
-        // Which receivers need an entry, and how many of them a deposit
-        // first (those come first in the pass below, in list order).
-        let mut repend = Repend::new();
+        // First pass, changing nothing: how many receivers need a deposit
+        // (their entry belongs to a cut that has not taken it yet).
         let mut deposit_for = 0usize;
         for rx in rxs.iter() {
             let mark = cell.mark(rx.id);
             if mark & PENDING != 0 {
                 let epoch = rx.queue.tail().epoch();
                 help(rx, epoch, clock);
-                if mark_epoch(mark) == epoch {
-                    continue;
+                if mark_epoch(mark) != epoch {
+                    deposit_for += 1;
                 }
-                // Its entry belongs to a cut that has not taken it: keep the
-                // value that cut needs.
-                repend.push(rx, true);
-                deposit_for += 1;
-            } else {
-                repend.push(rx, false);
             }
         }
-        // Clones before anything changes (user code).
+        // The clones those deposits need, before anything changes (user
+        // code). No value only after a hard close dropped it: then no cut
+        // will deliver anything, and no deposit is needed.
         let mut copies: Vec<V> = Vec::new();
         if deposit_for > 1 {
-            // No value only after a hard close dropped it: then no cut will
-            // deliver anything, and no deposit is needed.
             if let Some(v) = cell.value() {
                 for _ in 1..deposit_for {
                     copies.push(v.clone());
                 }
             }
         }
+        let mut old = cell.take_value();
         let cell_name = cell_id(shard_index, i);
         let mut wakes = Wakes::none();
-        for (rx, _) in repend.iter() {
+        for rx in rxs.iter() {
+            let mark = cell.mark(rx.id);
+            if mark & PENDING != 0 {
+                let epoch = rx.queue.tail().epoch();
+                if mark_epoch(mark) == epoch {
+                    continue;
+                }
+                // Keep the value the cut needs for it. (A cut that started
+                // since the first pass needs one more than prepared: cloned
+                // from the last deposit here, the one clone that can run
+                // after a change; a panic in it loses that receiver's value
+                // of the key, as a panicking merge would.)
+                let value = match copies.pop().or_else(|| old.take()) {
+                    Some(v) => Some(v),
+                    None => sh.d.deposits.last().map(|d| d.value.clone()),
+                };
+                if let Some(value) = value {
+                    sh.d.deposits.push(Deposit {
+                        cell: i,
+                        rx: rx.id,
+                        value,
+                        seq_end: seq,
+                    });
+                    cell.set_deposits(true);
+                }
+            }
             let pushed = rx.queue.push(cell_name, seq);
             help(rx, pushed.epoch, clock);
             cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
@@ -638,24 +611,9 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 wakes.push(rx);
             }
         }
-        let mut old = cell.replace_value(value);
+        cell.replace_value(value);
         if entering {
             cell.set_retained(true);
-        }
-        if deposit_for > 0 {
-            cell.set_deposits(true);
-            for (rx, _) in repend.iter().filter(|&(_, deposit)| deposit) {
-                // One value per deposit, unless a hard close dropped it.
-                let Some(value) = copies.pop().or_else(|| old.take()) else {
-                    continue;
-                };
-                sh.d.deposits.push(Deposit {
-                    cell: i,
-                    rx: rx.id,
-                    value,
-                    seq_end: seq,
-                });
-            }
         }
         sh.cell(i).stamp = now;
         sh.slot(i).seq.store(seq + 1, Ordering::Relaxed);
@@ -729,6 +687,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// Takes receiver `rx`'s entry `(cell, start)` of cut epoch `epoch`:
     /// the key, the value as of the entry's end, and its sends. `None` if the
     /// entry is stale (its receiver was cleared by a close). Consumer only.
+    #[inline]
     pub(crate) fn take(
         &self,
         cell: CellId,
@@ -751,11 +710,15 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         id: u32,
         epoch: u8,
     ) -> Taken<K, V> {
-        let seq = sh.slot(i).seq.load(Ordering::Relaxed);
-        let cell = sh.cell(i);
+        let slot = sh.slot(i);
+        let seq = slot.seq.load(Ordering::Relaxed);
+        // SAFETY: lock held (`sh`); slot `i` is in use (the caller's entry
+        // names it and its mark or deposit keeps it); no other cell reference
+        // is live across the uses below.
+        let cell = unsafe { slot.cell() };
         let mark = cell.mark(id);
         if mark & PENDING != 0 && mark_epoch(mark) == epoch {
-            let was_idle = cell.idle();
+            // Pending here, so it was not idle.
             let key = cell.key.clone();
             cell.set_mark(id, 0);
             cell.stamp = STALE;
@@ -764,7 +727,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             } else {
                 cell.value().cloned()
             };
-            let freed = sh.settle(i, was_idle);
+            let idle = cell.idle();
+            let freed = sh.settle_as(i, false, idle);
             // No value only after a hard close dropped it (`drop_values`):
             // the take is stale then.
             return (value.map(|v| Event::new(key, v, seq - start)), freed);
@@ -784,7 +748,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 return (Some(Event::new(key, d.value, d.seq_end - start)), freed);
             }
         }
-        (None, Vec::new())
+        (None, None)
     }
 
     /// A copy of what [`Cells::take`] would return, left in place.

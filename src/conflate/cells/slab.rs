@@ -54,7 +54,6 @@ impl Meta {
     const RETAINED: u32 = 1 << 25;
     const HEAP_MARKS: u32 = 1 << 26;
     const DEPOSITS: u32 = 1 << 27;
-    const SWEPT_ONCE: u32 = 1 << 28;
 
     fn has(self, flag: u32) -> bool {
         self.0 & flag != 0
@@ -137,15 +136,6 @@ impl<K, V> CellData<K, V> {
 
     pub(crate) fn set_retained(&mut self, on: bool) {
         self.meta.set(Meta::RETAINED, on);
-    }
-
-    /// Idle at the last sweep too (the next sweep frees it).
-    pub(crate) fn swept_once(&self) -> bool {
-        self.meta.has(Meta::SWEPT_ONCE)
-    }
-
-    pub(crate) fn set_swept_once(&mut self, on: bool) {
-        self.meta.set(Meta::SWEPT_ONCE, on);
     }
 
     pub(crate) fn has_deposits(&self) -> bool {
