@@ -32,7 +32,10 @@ use std::fs;
 use std::io::Write as _;
 use std::panic::{self, AssertUnwindSafe};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
@@ -86,19 +89,12 @@ fn planted() -> Option<usize> {
 }
 
 /// Crew threads spawned in this process so far (what [`PLANT`] counts).
+/// Only its atomicity matters (each index once): Relaxed.
 static SPAWNED: AtomicUsize = AtomicUsize::new(0);
 
 /// A panic's message, from its payload.
 pub fn message_of(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(p) = payload.downcast_ref::<crate::harness::UserPanic>() {
-        format!("user panic: {}", p.0)
-    } else {
-        "<non-string payload>".to_owned()
-    }
+    crate::harness::Panic::from_payload(payload).message
 }
 
 /// The first panic of a crew.
@@ -126,6 +122,8 @@ struct Shared {
     /// Signalled when `state` changes.
     changed: Condvar,
     /// `state.first.is_some()`, readable without the lock (spin loops poll it).
+    /// Set (Release) after `state.first`; read (Acquire) by loops that only
+    /// stop on it, and by `Crew::scope`, which then takes the lock anyway.
     panicked: AtomicBool,
 }
 
@@ -195,7 +193,7 @@ impl<'a> Crew<'a> {
     /// has panicked: loops that wait on an atomic another thread would have
     /// set check this and give up.
     pub fn panicked(&self) -> bool {
-        self.shared.panicked.load(SeqCst)
+        self.shared.panicked.load(Acquire)
     }
 
     /// `std::thread::scope`, watched: a panic of the test's own thread inside
@@ -248,7 +246,7 @@ impl<'a> Crew<'a> {
         F: FnOnce() -> T + Send + 'scope,
         T: Send + 'scope,
     {
-        let index = SPAWNED.fetch_add(1, SeqCst);
+        let index = SPAWNED.fetch_add(1, Relaxed);
         let name = format!("{}:{index}", self.shared.what);
         self.shared.lock().running.insert(index, name.clone());
         let thread_name = name.clone();
@@ -320,9 +318,10 @@ impl<'a> Crew<'a> {
                 st.panicked_at = Some(Instant::now());
             }
         }
-        self.shared.panicked.store(true, SeqCst);
+        self.shared.panicked.store(true, Release);
         self.shared.changed.notify_all();
-        if !self.closed.swap(true, SeqCst) {
+        // Only its atomicity matters (one thread runs the closers): Relaxed.
+        if !self.closed.swap(true, Relaxed) {
             let closers = self.closers.lock().unwrap_or_else(|e| e.into_inner());
             for close in closers.iter() {
                 let _ = panic::catch_unwind(AssertUnwindSafe(close));
@@ -455,11 +454,12 @@ pub enum Planted {
 /// Runs test `name` of this binary in a child process with a panic planted in
 /// crew thread `k`; returns how it ended and its output.
 pub fn run_planted(name: &str, k: usize) -> (Planted, String) {
+    // A unique log name per run: only atomicity matters, Relaxed.
     static RUN: AtomicUsize = AtomicUsize::new(0);
     let log = std::env::temp_dir().join(format!(
         "keybus-planted-{}-{}.log",
         std::process::id(),
-        RUN.fetch_add(1, SeqCst)
+        RUN.fetch_add(1, Relaxed)
     ));
     let file = fs::File::create(&log).expect("create the child's log");
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
