@@ -76,20 +76,41 @@ pub(crate) use event_listener::{
 #[cfg(any(loom, shuttle))]
 pub(crate) use model_notify::{Listener, ListenerExt, Notify};
 
-/// A stand-in for `event_listener::Event` built from the model checker's mutex and
-/// condvar, so that park/wake protocols are checked too. Deadlines are not modeled:
-/// a model has no clock, so `wait_deadline` waits like `wait` (a model that relies
-/// on a timeout firing would deadlock, which the checker reports).
+/// A stand-in for `event_listener::Event` built from the model checker's atomics,
+/// mutex and condvar, so that park/wake protocols are checked too. Deadlines are
+/// not modeled: a model has no clock, so `wait_deadline` waits like `wait` (a
+/// model that relies on a timeout firing would deadlock, which the checker
+/// reports).
+///
+/// Its `notify` is the weakest one `event-listener` 5 has shipped, so that the
+/// models hold a waker protocol to the least ordering that any release the
+/// `5.3` requirement admits gives: 5.0 to 5.3.0 look at the pointer to their listener list (null until
+/// the first listener) and at an atomic count of unnotified listeners, both
+/// Acquire, after their `SeqCst` fence, and return without taking the list lock
+/// when they say there is none (`Event::notify`, `Inner::needs_notification`,
+/// the count stored Release when the list lock is released); 5.3.1 and later
+/// always take the lock (the early-out was removed after it lost wake-ups of its
+/// own, and may come back). Skipping the lock is what a waker can rely on least:
+/// a registration it is not ordered after (by a happens-before edge of the
+/// waker's protocol, or the `SeqCst` fences' order) may be missed. A stand-in
+/// that always locked would order every registration before or after every
+/// `notify` by itself, and hide a waker protocol that lacks such an edge.
 #[cfg(any(loom, shuttle))]
 mod model_notify {
     #[cfg(loom)]
     use loom::{
-        sync::{Arc, Condvar, Mutex},
+        sync::{
+            atomic::{fence, AtomicBool, Ordering},
+            Arc, Condvar, Mutex,
+        },
         thread::yield_now,
     };
     #[cfg(all(shuttle, not(loom)))]
     use shuttle::{
-        sync::{Arc, Condvar, Mutex},
+        sync::{
+            atomic::{fence, AtomicBool, Ordering},
+            Arc, Condvar, Mutex,
+        },
         thread::yield_now,
     };
     use std::future::Future;
@@ -102,9 +123,23 @@ mod model_notify {
     #[allow(dead_code)]
     pub(crate) trait ListenerExt {}
 
+    /// The list, under its lock: notifications so far, and listeners
+    /// registered since the last one (event-listener's list and its `notified`
+    /// index, reduced to what a model needs: every `notify` here wakes all).
     #[derive(Default)]
+    struct List {
+        generation: u64,
+        unnotified: usize,
+    }
+
     struct Inner {
-        notified: Mutex<u64>,
+        /// Whether some listener is registered and not yet notified: what
+        /// event-listener's `notified` atomic (`usize::MAX` when none) tells a
+        /// `notify` before it decides to lock. Written under the list lock,
+        /// Release; read by `notify` without it, Acquire, after a `SeqCst`
+        /// fence, as event-listener does.
+        waiting: AtomicBool,
+        list: Mutex<List>,
         cond: Condvar,
     }
 
@@ -114,6 +149,7 @@ mod model_notify {
 
     pub(crate) struct Listener {
         inner: Arc<Inner>,
+        /// The generation it was registered in: notified once it moved on.
         seen: u64,
     }
 
@@ -123,23 +159,46 @@ mod model_notify {
         }
     }
 
+    impl Inner {
+        /// Updates `waiting` from the list, as event-listener's list guard does
+        /// when it is dropped (`update_notified`, Release).
+        fn publish(&self, list: &List) {
+            self.waiting.store(list.unnotified > 0, Ordering::Release);
+        }
+    }
+
     impl Notify {
         pub(crate) fn new() -> Self {
             Notify {
-                inner: Arc::new(Inner::default()),
+                inner: Arc::new(Inner {
+                    waiting: AtomicBool::new(false),
+                    list: Mutex::new(List::default()),
+                    cond: Condvar::new(),
+                }),
             }
         }
 
         pub(crate) fn listen(&self) -> Listener {
-            let seen = *self.inner.notified.lock().unwrap();
+            let mut list = self.inner.list.lock().unwrap();
+            list.unnotified += 1;
+            self.inner.publish(&list);
             Listener {
                 inner: self.inner.clone(),
-                seen,
+                seen: list.generation,
             }
         }
 
         pub(crate) fn notify(&self, _n: usize) -> usize {
-            *self.inner.notified.lock().unwrap() += 1;
+            // "Make sure the notification comes after whatever triggered it."
+            fence(Ordering::SeqCst);
+            // The early-out: no listener waiting, as far as this load knows.
+            if !self.inner.waiting.load(Ordering::Acquire) {
+                return 0;
+            }
+            let mut list = self.inner.list.lock().unwrap();
+            list.generation += 1;
+            list.unnotified = 0;
+            self.inner.publish(&list);
             self.inner.cond.notify_all();
             1
         }
@@ -147,9 +206,9 @@ mod model_notify {
 
     impl Listener {
         pub(crate) fn wait(self) {
-            let mut n = self.inner.notified.lock().unwrap();
-            while *n == self.seen {
-                n = self.inner.cond.wait(n).unwrap();
+            let mut list = self.inner.list.lock().unwrap();
+            while list.generation == self.seen {
+                list = self.inner.cond.wait(list).unwrap();
             }
         }
 
@@ -159,10 +218,22 @@ mod model_notify {
         }
     }
 
+    impl Drop for Listener {
+        /// A listener dropped before it was notified leaves the list (as in
+        /// event-listener), so the early-out is taken again once none waits.
+        fn drop(&mut self) {
+            let mut list = self.inner.list.lock().unwrap();
+            if list.generation == self.seen {
+                list.unnotified -= 1;
+                self.inner.publish(&list);
+            }
+        }
+    }
+
     impl Future for Listener {
         type Output = ();
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if *self.inner.notified.lock().unwrap() != self.seen {
+            if self.inner.list.lock().unwrap().generation != self.seen {
                 Poll::Ready(())
             } else {
                 yield_now();

@@ -34,3 +34,17 @@ keybus_test_support::tests_for! {
         zero_sized_values,
     }
 }
+
+/// A panic planted in the first thread of each threaded case above fails that
+/// test instead of hanging it (`keybus_test_support::threads`).
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    keybus_test_support::threads::audit_in(
+        &["lockfree", "baseline"],
+        &[
+            "duration_max_and_zero_timeouts",
+            "value_eq_panicking_in_append_if_changed_changes_nothing",
+        ],
+        1,
+    );
+}

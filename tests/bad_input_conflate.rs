@@ -44,3 +44,22 @@ keybus_test_support::tests_for! {
         table_merge_calling_latest_or_snapshot_panics_instead_of_hanging,
     }
 }
+
+/// A panic planted in the first thread of each threaded case above fails that
+/// test instead of hanging it (`keybus_test_support::threads`).
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    keybus_test_support::threads::audit_in(
+        &["lockfree", "baseline"],
+        &[
+            "sender_kept_alive_by_a_clone_of_a_dropped_hub",
+            "merge_panicking_on_every_call",
+            "merge_panicking_on_every_call_from_many_threads",
+            "constant_hash_keys_under_threads",
+            "empty_hash_keys_under_threads",
+            "duration_max_and_far_deadline_wait_and_wake",
+            "stats_read_never_blocks_a_sender_stuck_in_user_code",
+        ],
+        1,
+    );
+}

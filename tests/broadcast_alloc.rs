@@ -8,8 +8,8 @@ use keybus_test_support::broadcast_api::{
     Baseline, Broadcast, BufferApi, Lockfree, ReadError, ReaderApi,
 };
 use keybus_test_support::counting::{allocations_in, Counting};
+use keybus_test_support::threads::{self, Crew};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -104,32 +104,38 @@ fn concurrent_reader_appends<B: Broadcast>() {
         buf.append([i; 4]).unwrap();
     }
     let mut reader = buf.reader();
-    let read = Arc::new(AtomicU64::new(0));
-    let progress = read.clone();
-    let reading = std::thread::spawn(move || {
-        let mut gaps = 0u64;
-        loop {
-            // Spins (never parks), so it overlaps the appends.
-            match reader.try_next() {
-                Ok(_) => {
-                    progress.fetch_add(1, Ordering::Relaxed);
+    let read = AtomicU64::new(0);
+    let progress = &read;
+    let crew = Crew::new("concurrent_reader_appends");
+    crew.on_panic(|| buf.close());
+    let (appends, allocations, gaps) = crew.scope(|s| {
+        let reading = crew.spawn(s, move || {
+            let mut gaps = 0u64;
+            loop {
+                // Spins (never parks), so it overlaps the appends.
+                match reader.try_next() {
+                    Ok(_) => {
+                        progress.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(ReadError::Gap { .. }) => gaps += 1,
+                    Err(ReadError::Empty) => std::hint::spin_loop(),
+                    Err(ReadError::Closed) => return gaps,
+                    Err(e) => panic!("{e:?}"),
                 }
-                Err(ReadError::Gap { .. }) => gaps += 1,
-                Err(ReadError::Empty) => std::hint::spin_loop(),
-                Err(ReadError::Closed) => return gaps,
-                Err(e) => panic!("{e:?}"),
             }
-        }
+        });
+        let mut appends = 0u64;
+        let allocations = allocations_in(|| {
+            // A reader that panicked never reaches READS.
+            while read.load(Ordering::Relaxed) < READS && appends < MAX_APPENDS && !crew.panicked()
+            {
+                buf.append([appends; 4]).unwrap();
+                appends += 1;
+            }
+        });
+        buf.close();
+        (appends, allocations, reading.join().unwrap())
     });
-    let mut appends = 0u64;
-    let allocations = allocations_in(|| {
-        while read.load(Ordering::Relaxed) < READS && appends < MAX_APPENDS {
-            buf.append([appends; 4]).unwrap();
-            appends += 1;
-        }
-    });
-    buf.close();
-    let gaps = reading.join().unwrap();
     println!(
         "{}: {allocations} allocations in {appends} full-ring appends while a \
          reader on another thread read {} values ({gaps} gaps)",
@@ -140,4 +146,13 @@ fn concurrent_reader_appends<B: Broadcast>() {
         allocations as u64 <= MAX_GROWTH,
         "{allocations} allocations in {appends} appends"
     );
+}
+
+/// A thread of the threaded test above panicking (planted) fails it.
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    threads::audit(&[
+        "lockfree::concurrent_reader_appends",
+        "baseline::concurrent_reader_appends",
+    ]);
 }

@@ -46,3 +46,23 @@ keybus_test_support::tests_for! {
         handles_are_send_sync_and_debug,
     }
 }
+
+/// A panic planted in the first thread of each threaded test above fails that
+/// test instead of hanging it (`keybus_test_support::threads`;
+/// `KEYBUS_PLANT_AUDIT=all` plants into every thread of every test).
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    keybus_test_support::threads::audit_in(
+        &["lockfree", "baseline"],
+        &[
+            "rule2_writer_never_waits_for_parked_or_idle_readers",
+            "rule2_race_no_torn_values_and_gaps_are_explicit",
+            "rule5_concurrent_appenders_get_unique_gap_free_revisions",
+            "rule6_close_wakes_blocked_readers",
+            "read_blocks_until_an_append_from_another_thread",
+            "reader_next_is_woken_by_an_append_from_another_thread",
+            "read_async_is_woken_by_an_append_from_another_thread",
+        ],
+        1,
+    );
+}

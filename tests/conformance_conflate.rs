@@ -104,3 +104,34 @@ conflate_conformance! {
         rule14_snapshot_bound_holds_after_a_cut_races_a_panicking_merge,
     }
 }
+
+/// A panic planted in the first thread of each threaded test above fails that
+/// test instead of hanging it (`keybus_test_support::threads`;
+/// `KEYBUS_PLANT_AUDIT=all` plants into every thread of every test).
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    keybus_test_support::threads::audit_in(
+        &["lockfree", "baseline"],
+        &[
+            "rule2_race_concurrent_senders_summing_merge_conserve",
+            "rule5_race_try_recv_all_cuts_are_contiguous",
+            "rule7_dropping_send_handles_wakes_a_parked_receiver",
+            "rule7_iter_and_stream_end_at_closed",
+            "wake_blocking_recv_woken_by_send_from_another_thread",
+            "wake_recv_async_on_block_on_woken_by_send_from_another_thread",
+            "wake_parked_receivers_woken_by_every_close_kind",
+            "rule8_race_sender_close_vs_send",
+            "rule8_race_hub_close_vs_send",
+            "rule9_key_filter_panic_changes_nothing_at_that_receiver",
+            "rule9_merge_panic_drops_that_receivers_slot",
+            "rule9_race_panicking_merge_while_other_sends_continue",
+            "rule11_snapshot_is_one_instant_a_prefix_of_one_senders_keys",
+            "rule12_snapshot_registration_is_one_instant_against_concurrent_sends",
+            "rule13_conservation_holds_after_senders_of_several_threads_join",
+            "rule14_max_pending_holds_under_concurrent_sends",
+            "rule14_bound_holds_after_a_cut_races_an_annihilating_merge",
+            "rule14_snapshot_bound_holds_after_a_cut_races_a_panicking_merge",
+        ],
+        1,
+    );
+}

@@ -5,9 +5,8 @@
 //! poll with pushes and annihilations; this test runs the same on real threads,
 //! with the other core kept busy so the poller gets preempted.)
 
+use keybus_test_support::threads::{self, Crew};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread;
 
 const POLLS: usize = 200_000;
 
@@ -17,26 +16,29 @@ macro_rules! len_tear {
         fn $name() {
             let hub = $($m)::+::Hub::<u32, u64>::with_merge(|_pending, _incoming| None);
             let (tx, rx) = (hub.sender(), hub.receiver());
-            let stop = Arc::new(AtomicBool::new(false));
-            let sender = {
-                let stop = stop.clone();
-                thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
+            let stop = AtomicBool::new(false);
+            // Both loops also end when a thread of the test panicked (the
+            // poller's panic would otherwise never set `stop`).
+            let crew = Crew::new(stringify!($name));
+            let running = || !stop.load(Ordering::Relaxed) && !crew.panicked();
+            let worst = crew.scope(|s| {
+                let sender = crew.spawn(s, move || {
+                    while running() {
                         tx.send(0, 0).unwrap();
                         tx.send(0, 0).unwrap();
                     }
-                })
-            };
-            let burner = {
-                let stop = stop.clone();
-                thread::spawn(move || while !stop.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                })
-            };
-            let worst = (0..POLLS).map(|_| rx.len()).max().unwrap();
-            stop.store(true, Ordering::Relaxed);
-            sender.join().unwrap();
-            burner.join().unwrap();
+                });
+                let burner = crew.spawn(s, move || {
+                    while running() {
+                        std::hint::spin_loop();
+                    }
+                });
+                let worst = (0..POLLS).map(|_| rx.len()).max().unwrap();
+                stop.store(true, Ordering::Relaxed);
+                sender.join().unwrap();
+                burner.join().unwrap();
+                worst
+            });
             assert!(worst <= 1, "len() reported {worst} with at most one key pending");
             assert!(rx.len() <= 1 && rx.is_empty() == (rx.len() == 0));
         }
@@ -45,3 +47,9 @@ macro_rules! len_tear {
 
 len_tear!(lockfree, keybus::conflate);
 len_tear!(baseline, keybus::baseline::conflate);
+
+/// A thread of each test above panicking (planted) fails the test.
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    threads::audit(&["lockfree", "baseline"]);
+}

@@ -34,8 +34,14 @@ fn panic_message_of(send: impl FnOnce() + Send + 'static) -> String {
         Ok(None) => panic!("the re-entrant send returned without panicking"),
         Err(_) => {
             // Not a panic: unwinding would drop this test's hub and receivers,
-            // whose drop waits for the hung send too. End the test binary instead.
-            eprintln!("FAILED: the re-entrant send hung (no answer in {HANG:?})");
+            // whose drop waits for the hung send too. End the test binary instead,
+            // saying why on the real stderr (libtest captures `eprintln!`, and
+            // the capture is lost when the process exits).
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "FAILED: the re-entrant send hung (no answer in {HANG:?})"
+            );
             std::process::exit(101);
         }
     }

@@ -20,3 +20,12 @@ keybus_test_support::tests_for! {
         soak,
     }
 }
+
+/// A panic planted in each of the soak's first 8 threads in turn (its
+/// consumers, readers, churn or join-late thread and writers or producers:
+/// which is which depends on the epoch's shape) fails the soak instead of
+/// hanging it (`keybus_test_support::threads`).
+#[test]
+fn planted_panics_fail_instead_of_hanging() {
+    keybus_test_support::threads::audit_in(&["lockfree", "baseline"], &["soak"], 8);
+}

@@ -66,6 +66,17 @@
 //! - The pool's allocation path beyond a few nodes, the memory bound under many
 //!   stalled readers, and node counts are checked by the unit tests
 //!   (`src/broadcast/tests.rs`, also under Miri), not here.
+//! - Wake-ups go through a stand-in for `event-listener` (`src/sync.rs`,
+//!   `model_notify`) whose `notify` has the lock-free early-out of
+//!   `event-listener` 5.0 to 5.3.0: after a `SeqCst` fence, an Acquire load of a
+//!   flag that listeners store (Release) under the list lock, and no lock at all
+//!   when it says none waits. So the models check that a reader's registration
+//!   is ordered before the `notify` that must see it by the ring's own protocol
+//!   (the Release `fetch_or(PARKING)` read by the publishing swap): a Relaxed
+//!   `fetch_or` deadlocks `park_vs_wake` (mutant j of `.ci/mutants`), where a
+//!   stand-in that always locked, as 5.3.1 and later do, ordered it by itself.
+//!   Its async listener re-polls instead of waiting, so the async form's models
+//!   do not catch a lost wake-up.
 //! - Timeouts: the loom notifier has no clock, so `read_timeout` is not modelled.
 //! - Long runs: revision wrap-around, large capacities and many readers are beyond
 //!   what an exhaustive search can reach; the conformance suite's race tests cover

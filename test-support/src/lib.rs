@@ -1,6 +1,7 @@
 //! What keybus's integration tests and fuzz targets share: the op models and
 //! lockstep runners (`conflate_ops`, `broadcast_ops`), the plumbing they run on
-//! (`harness`: byte sources, quiet expected panics, shrinking), the counting
+//! (`harness`: byte sources, quiet expected panics, shrinking), the threads of
+//! threaded tests, which fail instead of hanging when one panics (`threads`), the counting
 //! allocator (`counting`), the broadcast API as traits (`broadcast_api`) and the
 //! suites written once over it (`conformance`, `bad_input`, `soak`).
 //!
@@ -20,6 +21,7 @@ pub mod conformance;
 pub mod counting;
 pub mod harness;
 pub mod soak;
+pub mod threads;
 
 /// Turns generic test bodies into `#[test]` functions: a module per
 /// implementation, in it one test per entry.

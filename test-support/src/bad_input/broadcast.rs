@@ -10,10 +10,10 @@
 use super::{Touchy, Trap, Which};
 use crate::broadcast_api::{self, revisions, Broadcast, BufferApi, ReadError, ReaderApi};
 use crate::harness::poll_once;
+use crate::threads::Crew;
 use futures::executor::block_on;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
 /// Revisions `1..=n`, each holding its revision.
@@ -262,14 +262,18 @@ pub fn duration_max_and_zero_timeouts<B: Broadcast>() {
         assert_eq!(small.read_timeout(1, 8, timeout), Err(gap));
     }
     // Duration::MAX parks until an append from another thread...
-    thread::scope(|s| {
-        let waiter = s.spawn(|| buf.read_timeout(2, 8, Duration::MAX).map(|e| revisions(&e)));
+    let crew = Crew::new("duration_max_and_zero_timeouts");
+    crew.on_panic(|| buf.close());
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || {
+            buf.read_timeout(2, 8, Duration::MAX).map(|e| revisions(&e))
+        });
         buf.append(3).unwrap();
         assert_eq!(waiter.join().unwrap(), Ok(vec![3]));
     });
     // ...or a close.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| buf.read_timeout(3, 8, Duration::MAX));
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || buf.read_timeout(3, 8, Duration::MAX));
         buf.close();
         assert_eq!(waiter.join().unwrap(), Err(ReadError::Closed));
     });
@@ -329,11 +333,15 @@ pub fn value_eq_panicking_in_append_if_changed_changes_nothing<B: Broadcast>() {
     assert_eq!(buf.append_if_changed(Touchy::new(1, &trap)).unwrap(), 1);
     assert_eq!(buf.append_if_changed(Touchy::new(2, &trap)).unwrap(), 2);
     // Appends (and wake-ups) still work.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| buf.read(2, 1).map(|e| e[0].revision));
-        buf.append(Touchy::new(3, &trap)).unwrap();
-        assert_eq!(waiter.join().unwrap(), Ok(3));
-    });
+    {
+        let crew = Crew::new("value_eq_panicking_in_append_if_changed");
+        crew.on_panic(|| buf.close());
+        crew.scope(|s| {
+            let waiter = crew.spawn(s, || buf.read(2, 1).map(|e| e[0].revision));
+            buf.append(Touchy::new(3, &trap)).unwrap();
+            assert_eq!(waiter.join().unwrap(), Ok(3));
+        });
+    }
     drop(buf);
     assert_eq!(Arc::strong_count(&trap), 1, "a value leaked");
 }

@@ -8,10 +8,13 @@
 //!
 //! "No hang" is checked without a watchdog: after a close, a drained receiver must
 //! answer `Closed` to `try_recv` (a leaked in-flight send would answer `Empty`
-//! forever, and make `recv` hang). Nothing asserts on time.
+//! forever, and make `recv` hang). The threaded cases run their threads in a
+//! [`Crew`], so a thread that panics fails the test instead of leaving the
+//! others waiting. Nothing asserts on time.
 
 use super::{Sprung, Touchy, Trap, Which};
 use crate::conflate_api::*;
+use crate::threads::Crew;
 use futures::executor::block_on;
 use futures::StreamExt as _;
 use keybus::{RecvTimeoutError, TryRecvError};
@@ -22,7 +25,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake};
-use std::thread;
 use std::time::{Duration, Instant};
 
 pub use crate::conformance::support::{assert_fully_closed as assert_closed, drain};
@@ -134,13 +136,17 @@ pub fn sender_kept_alive_by_a_clone_of_a_dropped_hub<I: Conflate>() {
     tx.send(1, 1).unwrap();
     assert_eq!(rx.recv_timeout(Duration::MAX).unwrap().key, 1);
     assert_eq!(rx.try_recv().err(), Some(TryRecvError::Empty));
-    let waiter = thread::spawn(move || {
-        let got = rx.recv().map(|e| e.key);
-        (got, rx)
+    // No closer: `tx` is the last send handle, and a panic here drops it.
+    let crew = Crew::new("sender_kept_alive_by_a_clone_of_a_dropped_hub");
+    let (got, mut rx) = crew.scope(|s| {
+        let waiter = crew.spawn(s, move || {
+            let got = rx.recv().map(|e| e.key);
+            (got, rx)
+        });
+        tx.send(2, 2).unwrap();
+        drop(tx);
+        waiter.join().unwrap()
     });
-    tx.send(2, 2).unwrap();
-    drop(tx);
-    let (got, mut rx) = waiter.join().unwrap();
     assert_eq!(got, Ok(2));
     assert_closed(&mut rx);
 }
@@ -210,8 +216,10 @@ pub fn merge_panicking_on_every_call<I: Conflate>() {
     drop((drain(&mut a), drain(&mut b), drain(&mut c)));
 
     // Still usable: a parked receiver is woken, close drains, then Closed.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| a.recv().map(|e| e.key));
+    let crew = Crew::new("merge_panicking_on_every_call");
+    crew.on_panic(|| hub.close());
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || a.recv().map(|e| e.key));
         assert!(send(42, 1).unwrap().is_ok());
         assert_eq!(waiter.join().unwrap(), Ok(42));
     });
@@ -230,11 +238,13 @@ pub fn merge_panicking_on_every_call_from_many_threads<I: Conflate>() {
     let hub = Hub::<I, u32, u32>::with_merge(refuse);
     let tx = hub.sender();
     let receivers: Vec<Receiver<I, u32, u32>> = (0..3).map(|_| hub.receiver()).collect();
-    let (panics, delivered) = thread::scope(|s| {
+    let crew = Crew::new("merge_panicking_from_many_threads");
+    crew.on_panic(|| hub.close());
+    let (panics, delivered) = crew.scope(|s| {
         let consumers: Vec<_> = receivers
             .into_iter()
             .map(|mut rx| {
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     let mut n = 0u64;
                     while let Ok(e) = rx.recv() {
                         assert_eq!(e.sends, 1, "a merge that never returns merged");
@@ -248,7 +258,7 @@ pub fn merge_panicking_on_every_call_from_many_threads<I: Conflate>() {
         let senders: Vec<_> = (0..3)
             .map(|t| {
                 let tx = tx.clone();
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     let mut panics = 0u64;
                     for i in 0..2_000u32 {
                         match catch_unwind(AssertUnwindSafe(|| tx.send(i % 5, t))) {
@@ -339,8 +349,11 @@ pub fn colliding_keys_under_threads<I: Conflate, K: TestKey>() {
     let hub = Hub::<I, K, u64>::with_merge(|p: u64, n: u64| Some(p + n));
     let tx = hub.sender();
     let mut rx = hub.receiver();
-    let total = thread::scope(|s| {
-        let consumer = s.spawn(|| {
+    // No closer: the test's thread owns the hub and the last sender, and
+    // drops them (closing gracefully) whether it panics or not.
+    let crew = Crew::new("colliding_keys_under_threads");
+    let total = crew.scope(|s| {
+        let consumer = crew.spawn(s, || {
             let mut total = 0u64;
             while let Ok(e) = rx.recv() {
                 assert!(e.key.id() < KEYS);
@@ -351,7 +364,7 @@ pub fn colliding_keys_under_threads<I: Conflate, K: TestKey>() {
         });
         for t in 0..2u32 {
             let tx = tx.clone();
-            s.spawn(move || {
+            crew.spawn(s, move || {
                 for i in 0..PER {
                     tx.send(K::of((i as u32 * 7 + t) % KEYS), 1).unwrap();
                 }
@@ -368,15 +381,17 @@ pub fn colliding_keys_under_threads<I: Conflate, K: TestKey>() {
 // ---- timeouts at the extremes ----
 
 pub fn duration_max_and_far_deadline_wait_and_wake<I: Conflate>() {
-    let (_hub, tx, mut rx) = hub_sender_receiver::<I, u32, u32>();
+    let (hub, tx, mut rx) = hub_sender_receiver::<I, u32, u32>();
+    let crew = Crew::new("duration_max_and_far_deadline");
+    crew.on_panic(|| hub.close());
     // A ready value comes back at once.
     tx.send(1, 1).unwrap();
     assert_eq!(rx.recv_timeout(Duration::MAX).unwrap().key, 1);
     tx.send(2, 2).unwrap();
     assert_eq!(rx.recv_deadline(far_future()).unwrap().key, 2);
     // Nothing ready: they park until a send from another thread.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| {
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || {
             let a = rx.recv_timeout(Duration::MAX).map(|e| e.key);
             let b = rx.recv_deadline(far_future()).map(|e| e.key);
             (a, b)
@@ -388,8 +403,8 @@ pub fn duration_max_and_far_deadline_wait_and_wake<I: Conflate>() {
         assert_eq!(b, Ok(4));
     });
     // ...or until a close.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| rx.recv_timeout(Duration::MAX).err());
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || rx.recv_timeout(Duration::MAX).err());
         tx.close();
         assert_eq!(waiter.join().unwrap(), Some(RecvTimeoutError::Closed));
     });

@@ -10,6 +10,7 @@
 
 use crate::conflate_api::*;
 use crate::harness::Panic;
+use crate::threads::Crew;
 use keybus::TryRecvError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
@@ -74,19 +75,23 @@ pub fn stats_read_never_blocks_a_sender_stuck_in_user_code<I: Conflate>() {
         .build();
     let tx = hub.sender();
     tx.send(1, 1).unwrap();
-    std::thread::scope(|s| {
-        let stuck = s.spawn(|| tx.send(1, 7).unwrap());
-        entered
-            .recv_timeout(Duration::from_secs(30))
+    let crew = Crew::new("stats_read_never_blocks_a_sender");
+    // A panic here would leave the merge waiting for its release.
+    crew.on_panic(|| {
+        let _ = release.send(());
+    });
+    crew.scope(|s| {
+        let stuck = crew.spawn(s, || tx.send(1, 7).unwrap());
+        crew.recv_timeout(&entered, Duration::from_secs(30))
             .expect("the merge never ran");
         let (answer_tx, answer) = mpsc::channel();
         let (hub2, rx_ref) = (&hub, &rx);
-        s.spawn(move || {
+        crew.spawn(s, move || {
             let h = hub2.stats();
             let r = rx_ref.stats();
             answer_tx.send((h, r)).unwrap();
         });
-        let got = answer.recv_timeout(Duration::from_secs(20));
+        let got = crew.recv_timeout(&answer, Duration::from_secs(20));
         release.send(()).unwrap();
         stuck.join().unwrap();
         let (h, r) = got.expect("a stats read blocked behind a running send");

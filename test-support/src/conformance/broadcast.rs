@@ -9,11 +9,12 @@
 use crate::broadcast_api::{
     self, revisions, AppendError, Broadcast, BufferApi, Entry, ReadError, ReaderApi,
 };
+use crate::threads::Crew;
 use futures::executor::block_on;
 use futures::FutureExt as _;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::thread;
+use std::thread::{self, Scope, ScopedJoinHandle};
 use std::time::Duration;
 
 /// Revisions `1..=n`, revision `r` holding `10 r`.
@@ -21,13 +22,15 @@ fn filled<B: Broadcast>(capacity: usize, n: u64) -> B::Buffer<u64> {
     broadcast_api::filled::<B>(capacity, n, |r| r * 10)
 }
 
-/// Runs `f` on a clone of `buf`, on a new thread.
-fn on_a_thread<Buf: Clone + Send + 'static, R: Send + 'static>(
+/// Runs `f` on a clone of `buf`, on a new thread of `crew`.
+fn on_a_thread<'scope, Buf: Clone + Send + 'scope, R: Send + 'scope>(
+    crew: &'scope Crew<'_>,
+    s: &'scope Scope<'scope, '_>,
     buf: &Buf,
-    f: impl FnOnce(Buf) -> R + Send + 'static,
-) -> thread::JoinHandle<R> {
+    f: impl FnOnce(Buf) -> R + Send + 'scope,
+) -> ScopedJoinHandle<'scope, R> {
     let buf = buf.clone();
-    thread::spawn(move || f(buf))
+    crew.spawn(s, move || f(buf))
 }
 
 /// A value that owns heap data and encodes its revision everywhere,
@@ -194,13 +197,18 @@ pub fn rule2_writer_never_waits_for_parked_or_idle_readers<B: Broadcast>() {
     let buf = B::Buffer::<u64>::new(2);
     // Readers that never read, and one parked in a blocking read.
     let idle: Vec<B::Reader<u64>> = (0..8).map(|_| buf.reader_at(0)).collect();
-    let parked = on_a_thread(&buf, |buf| buf.read(0, 1));
-    for i in 1..=10_000u64 {
-        assert_eq!(buf.append(i).unwrap(), i);
-    }
-    buf.close();
+    let crew = Crew::new("rule2_writer_never_waits");
+    crew.on_panic(|| buf.close());
+    let parked = crew.scope(|s| {
+        let parked = on_a_thread(&crew, s, &buf, |buf| buf.read(0, 1));
+        for i in 1..=10_000u64 {
+            assert_eq!(buf.append(i).unwrap(), i);
+        }
+        buf.close();
+        parked.join().unwrap()
+    });
     // Woken by some append; by then revision 1 may be gone.
-    match parked.join().unwrap() {
+    match parked {
         Ok(page) => assert_eq!(
             page[0],
             Entry {
@@ -223,12 +231,22 @@ pub fn rule2_writer_never_waits_for_parked_or_idle_readers<B: Broadcast>() {
 }
 
 pub fn rule2_race_no_torn_values_and_gaps_are_explicit<B: Broadcast>() {
-    const APPENDS: u64 = 20_000;
     let buf = B::Buffer::<Payload>::new(4);
+    let crew = Crew::new("rule2_race_no_torn_values");
+    crew.on_panic(|| buf.close());
+    crew.scope(|s| rule2_race_body::<B>(&crew, s, &buf));
+}
+
+fn rule2_race_body<'scope, B: Broadcast>(
+    crew: &'scope Crew<'_>,
+    s: &'scope Scope<'scope, '_>,
+    buf: &B::Buffer<Payload>,
+) {
+    const APPENDS: u64 = 20_000;
     let mut readers = Vec::new();
     for id in 0..3 {
         let buf = buf.clone();
-        readers.push(thread::spawn(move || {
+        readers.push(crew.spawn(s, move || {
             let mut r = buf.reader_at(0);
             let mut seen = 0u64;
             let mut gaps = 0u64;
@@ -256,9 +274,10 @@ pub fn rule2_race_no_torn_values_and_gaps_are_explicit<B: Broadcast>() {
             gaps
         }));
     }
-    let pages = on_a_thread(&buf, |buf| {
+    let pages = on_a_thread(crew, s, buf, |buf| {
         let mut after = 0u64;
-        while after < APPENDS {
+        // A panicked appender never gets to APPENDS.
+        while after < APPENDS && !crew.panicked() {
             match buf.try_read(after, 3) {
                 Ok(page) => {
                     for (i, e) in page.iter().enumerate() {
@@ -385,23 +404,27 @@ pub fn rule5_concurrent_appenders_get_unique_gap_free_revisions<B: Broadcast>() 
     const THREADS: u64 = 4;
     const EACH: u64 = 500;
     let buf = B::Buffer::<(u64, u64)>::new((THREADS * EACH) as usize);
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let buf = buf.clone();
-            thread::spawn(move || {
-                (0..EACH)
-                    .map(|i| (buf.append((t, i)).unwrap(), (t, i)))
-                    .collect::<Vec<_>>()
+    let crew = Crew::new("rule5_concurrent_appenders");
+    let mut all = crew.scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let buf = buf.clone();
+                crew.spawn(s, move || {
+                    (0..EACH)
+                        .map(|i| (buf.append((t, i)).unwrap(), (t, i)))
+                        .collect::<Vec<_>>()
+                })
             })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for h in handles {
-        let mine = h.join().unwrap();
-        // Each thread's own appends are ordered as it made them.
-        assert!(mine.windows(2).all(|w| w[0].0 < w[1].0));
-        all.extend(mine);
-    }
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            let mine = h.join().unwrap();
+            // Each thread's own appends are ordered as it made them.
+            assert!(mine.windows(2).all(|w| w[0].0 < w[1].0));
+            all.extend(mine);
+        }
+        all
+    });
     all.sort();
     let revs: Vec<u64> = all.iter().map(|(r, _)| *r).collect();
     assert_eq!(revs, (1..=THREADS * EACH).collect::<Vec<_>>());
@@ -472,16 +495,20 @@ pub fn rule6_readers_drain_then_closed<B: Broadcast>() {
 
 pub fn rule6_close_wakes_blocked_readers<B: Broadcast>() {
     let buf = B::Buffer::<u64>::new(2);
-    let blocked = on_a_thread(&buf, |buf| buf.read(0, 1));
-    let reader = {
-        let mut r = buf.reader();
-        thread::spawn(move || r.next())
-    };
-    let asynchronous = on_a_thread(&buf, |buf| block_on(buf.read_async(0, 4)));
-    buf.close();
-    assert_eq!(blocked.join().unwrap(), Err(ReadError::Closed));
-    assert_eq!(reader.join().unwrap(), Err(ReadError::Closed));
-    assert_eq!(asynchronous.join().unwrap(), Err(ReadError::Closed));
+    let crew = Crew::new("rule6_close_wakes_blocked_readers");
+    crew.on_panic(|| buf.close());
+    crew.scope(|s| {
+        let blocked = on_a_thread(&crew, s, &buf, |buf| buf.read(0, 1));
+        let reader = {
+            let mut r = buf.reader();
+            crew.spawn(s, move || r.next())
+        };
+        let asynchronous = on_a_thread(&crew, s, &buf, |buf| block_on(buf.read_async(0, 4)));
+        buf.close();
+        assert_eq!(blocked.join().unwrap(), Err(ReadError::Closed));
+        assert_eq!(reader.join().unwrap(), Err(ReadError::Closed));
+        assert_eq!(asynchronous.join().unwrap(), Err(ReadError::Closed));
+    });
 }
 
 // ---- rule 7: generation ----
@@ -542,47 +569,62 @@ pub fn read_timeout_times_out_and_a_ready_answer_wins<B: Broadcast>() {
 
 pub fn read_blocks_until_an_append_from_another_thread<B: Broadcast>() {
     let buf = B::Buffer::<u64>::new(2);
-    let waiter = on_a_thread(&buf, |buf| buf.read(0, 8));
-    let timed = on_a_thread(&buf, |buf| buf.read_timeout(0, 8, Duration::from_secs(600)));
-    buf.append(11u64).unwrap();
-    for h in [waiter, timed] {
-        let page = h.join().unwrap().unwrap();
-        assert_eq!(
-            page[0],
-            Entry {
-                revision: 1,
-                value: 11
-            }
-        );
-    }
+    let crew = Crew::new("read_blocks_until_an_append");
+    crew.on_panic(|| buf.close());
+    crew.scope(|s| {
+        let waiter = on_a_thread(&crew, s, &buf, |buf| buf.read(0, 8));
+        let timed = on_a_thread(&crew, s, &buf, |buf| {
+            buf.read_timeout(0, 8, Duration::from_secs(600))
+        });
+        buf.append(11u64).unwrap();
+        for h in [waiter, timed] {
+            let page = h.join().unwrap().unwrap();
+            assert_eq!(
+                page[0],
+                Entry {
+                    revision: 1,
+                    value: 11
+                }
+            );
+        }
+    });
 }
 
 pub fn reader_next_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
     let buf = B::Buffer::<u64>::new(2);
     let mut r = buf.reader();
-    let handle = thread::spawn(move || {
-        let first = r.next().unwrap();
-        let second = block_on(r.next_async()).unwrap();
-        (first, second, r.cursor())
+    let crew = Crew::new("reader_next_is_woken_by_an_append");
+    crew.on_panic(|| buf.close());
+    let (first, second, cursor) = crew.scope(|s| {
+        let handle = crew.spawn(s, move || {
+            let first = r.next().unwrap();
+            let second = block_on(r.next_async()).unwrap();
+            (first, second, r.cursor())
+        });
+        buf.append(1u64).unwrap();
+        buf.append(2u64).unwrap();
+        handle.join().unwrap()
     });
-    buf.append(1u64).unwrap();
-    buf.append(2u64).unwrap();
-    let (first, second, cursor) = handle.join().unwrap();
     assert_eq!((first.revision, second.revision, cursor), (1, 2, 2));
 }
 
 pub fn read_async_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
     let buf = B::Buffer::<u64>::new(2);
-    let appender = on_a_thread(&buf, |buf| buf.append(5).unwrap());
-    let page = block_on(buf.read_async(0, 4)).unwrap();
-    assert_eq!(
-        page[0],
-        Entry {
-            revision: 1,
-            value: 5
-        }
-    );
-    appender.join().unwrap();
+    let crew = Crew::new("read_async_is_woken_by_an_append");
+    // An appender that panics would leave the read below waiting forever.
+    crew.on_panic(|| buf.close());
+    crew.scope(|s| {
+        let appender = on_a_thread(&crew, s, &buf, |buf| buf.append(5).unwrap());
+        let page = block_on(buf.read_async(0, 4)).unwrap();
+        assert_eq!(
+            page[0],
+            Entry {
+                revision: 1,
+                value: 5
+            }
+        );
+        appender.join().unwrap();
+    });
 }
 
 pub fn pending_async_reads_consume_nothing_when_dropped<B: Broadcast>() {

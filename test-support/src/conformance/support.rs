@@ -6,6 +6,7 @@
 use crate::conflate_api::{
     Conflate, Hub, HubApi, Key, Receiver, ReceiverApi, Sender, SenderApi, Value,
 };
+use crate::threads::Crew;
 use futures::StreamExt as _;
 use keybus::{ReceiverStats, RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -165,8 +166,9 @@ pub fn jitter(max: u32) {
 /// runs to `sends`, so this ends), then a little more, so the close lands in
 /// the middle of the stream while still racing the send in flight. Ordering by
 /// an atomic, not by time.
-pub fn close_near(progress: &AtomicU32, target: u32, sends: u32) {
-    while progress.load(SeqCst) < target.min(sends - 1) {
+/// Gives up if a thread of `crew` panicked (the sender may be the one).
+pub fn close_near(progress: &AtomicU32, target: u32, sends: u32, crew: &Crew) {
+    while progress.load(SeqCst) < target.min(sends - 1) && !crew.panicked() {
         std::hint::spin_loop();
     }
     jitter(200);

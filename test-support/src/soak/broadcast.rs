@@ -14,6 +14,7 @@
 
 use super::{Meter, Peaks, BYTES_FIXED, DEBUG};
 use crate::broadcast_api::{AppendError, Broadcast, BufferApi, Entry, ReadError, ReaderApi};
+use crate::threads::Crew;
 use futures::executor::block_on;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::thread;
@@ -303,7 +304,10 @@ fn epoch<B: Broadcast>(index: usize, rng: &mut fastrand::Rng, totals: &mut Total
             from_start: rng.bool(),
         })
         .collect();
-    thread::scope(|s| {
+    let crew = Crew::new(format!("soak {} epoch {index}", B::NAME));
+    // A thread that panics: close, so that readers blocked in a read end.
+    crew.on_panic(|| buf.close());
+    crew.scope(|s| {
         let reader_threads: Vec<_> = specs
             .iter()
             .enumerate()
@@ -311,22 +315,23 @@ fn epoch<B: Broadcast>(index: usize, rng: &mut fastrand::Rng, totals: &mut Total
                 let (buf, table, seed) = (&buf, &table, seeds[i]);
                 // From the beginning (may gap at once) or from now.
                 let start = if spec.from_start { 0 } else { buf.tail() };
-                s.spawn(move || read_all(buf, table, start, spec, capacity, seed))
+                crew.spawn(s, move || read_all(buf, table, start, spec, capacity, seed))
             })
             .collect();
-        let joiner = s.spawn(|| join_late(&buf, &table));
+        let joiner = crew.spawn(s, || join_late(&buf, &table));
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 let (buf, table, progress, writing, seed) =
                     (&buf, &table, &progress, &writing, seeds[8 + w as usize]);
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     let r = write(buf, table, w, per, progress, seed);
                     writing.fetch_sub(1, SeqCst);
                     r
                 })
             })
             .collect();
-        while progress.load(SeqCst) < close_at && writing.load(SeqCst) > 0 {
+        // A writer that panicked never counts itself out.
+        while progress.load(SeqCst) < close_at && writing.load(SeqCst) > 0 && !crew.panicked() {
             thread::yield_now();
         }
         buf.close();
@@ -352,6 +357,7 @@ fn epoch<B: Broadcast>(index: usize, rng: &mut fastrand::Rng, totals: &mut Total
         .iter()
         .all(|t| t.load(SeqCst) != 0));
     assert!(matches!(buf.append(Tagged::new(1)), Err(AppendError(_))));
+    drop(crew);
     drop(buf);
     let peak = meter.peak_above(before);
     let bound = BYTES_FIXED + (capacity + 2 + readers * (2 * capacity + 1) + 4) * BYTES_PER_VALUE;

@@ -24,6 +24,7 @@ mod ledger;
 
 use super::{Meter, Peaks, BYTES_FIXED, DEBUG};
 use crate::conflate_api::*;
+use crate::threads::Crew;
 use futures::executor::block_on;
 use futures::StreamExt as _;
 use keybus::{Event, RecvTimeoutError, TryRecvError};
@@ -346,17 +347,18 @@ fn produce(
 }
 
 /// Makes, reads a little from, and drops or parks receivers until
-/// `done`; returns the parked ones.
+/// `done` (or a thread of `crew` panicked); returns the parked ones.
 fn churn<H: HubApi<u64, W>>(
     hub: H,
     keys: u64,
     done: &AtomicBool,
+    crew: &Crew,
     seed: u64,
 ) -> (Vec<(H::Receiver, Filter)>, u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut parked: Vec<(H::Receiver, Filter)> = Vec::new();
     let mut made = 0u64;
-    while !done.load(SeqCst) {
+    while !done.load(SeqCst) && !crew.panicked() {
         let closed_before = hub.is_closed();
         let (mut rx, filter) = match rng.u8(0..4) {
             0 => (hub.receiver(), Filter::All),
@@ -493,7 +495,12 @@ fn epoch<I: Conflate>(index: usize, rng: &mut fastrand::Rng, totals: &mut Totals
     let done = AtomicBool::new(false);
     let seeds: Vec<u64> = (0..16).map(|_| rng.u64(..)).collect();
 
-    let (tally, churned) = thread::scope(|s| {
+    // No closer (an `Ending::DropAll` epoch must not see a handle the crew
+    // kept): on a panic, the loops below that wait on an atomic give up, the
+    // test's thread unwinds and drops its handles, and the churn thread drops
+    // its own, which closes the hub gracefully; then the consumers end.
+    let crew = Crew::new(format!("soak {} epoch {index}", I::NAME));
+    let (tally, churned) = crew.scope(|s| {
         let consumers: Vec<_> = receivers
             .into_iter()
             .zip(&stable)
@@ -501,19 +508,19 @@ fn epoch<I: Conflate>(index: usize, rng: &mut fastrand::Rng, totals: &mut Totals
             .enumerate()
             .map(|(i, ((rx, spec), l))| {
                 let seed = seeds[i];
-                s.spawn(move || consume(rx, *spec, l, seed))
+                crew.spawn(s, move || consume(rx, *spec, l, seed))
             })
             .collect();
         let churner = {
-            let (hub, done, seed) = (hub.clone(), &done, seeds[8]);
-            s.spawn(move || churn(hub, keys, done, seed))
+            let (hub, done, crew, seed) = (hub.clone(), &done, &crew, seeds[8]);
+            crew.spawn(s, move || churn(hub, keys, done, crew, seed))
         };
         let producers: Vec<_> = (0..PRODUCERS as usize)
             .map(|p| {
                 let (tx, stable, progress, producing) =
                     (tx.clone(), &stable, &progress, &producing);
                 let seed = seeds[10 + p];
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     let t = produce(tx, stable, keys, per, progress, seed);
                     producing.fetch_sub(1, SeqCst);
                     t
@@ -521,7 +528,9 @@ fn epoch<I: Conflate>(index: usize, rng: &mut fastrand::Rng, totals: &mut Totals
             })
             .collect();
         if ending != Ending::DropAll {
-            while progress.load(SeqCst) < close_at && producing.load(SeqCst) > 0 {
+            // A producer that panicked never counts itself out.
+            while progress.load(SeqCst) < close_at && producing.load(SeqCst) > 0 && !crew.panicked()
+            {
                 thread::yield_now();
             }
             match ending {

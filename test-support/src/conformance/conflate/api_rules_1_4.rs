@@ -4,10 +4,10 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
+use crate::threads::Crew;
 use keybus::TryRecvError;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
-use std::thread;
 
 // API shape
 
@@ -222,8 +222,10 @@ pub fn rule2_race_concurrent_senders_summing_merge_conserve<I: Conflate>() {
     let tx = hub.sender();
     let mut live = hub.receiver();
     let mut idle = hub.receiver();
-    let sent: u64 = thread::scope(|s| {
-        let consumer = s.spawn(|| {
+    let crew = Crew::new("rule2_race_summing_senders");
+    crew.on_panic(|| hub.close());
+    let sent: u64 = crew.scope(|s| {
+        let consumer = crew.spawn(s, || {
             let (mut sum, mut sends) = (0u64, 0u64);
             while let Ok(e) = live.recv() {
                 assert_eq!(e.key, 0);
@@ -236,7 +238,7 @@ pub fn rule2_race_concurrent_senders_summing_merge_conserve<I: Conflate>() {
         let senders: Vec<_> = (0..SENDERS)
             .map(|_| {
                 let tx = tx.clone();
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     let mut sum = 0;
                     for _ in 0..PER {
                         let v = fastrand::u64(1..100);

@@ -10,6 +10,7 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
+use crate::threads::Crew;
 use keybus::ReceiverStats;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -130,19 +131,25 @@ fn cut_races_merge<I: Conflate>(ending: Ending, seeded: bool) {
     assert_eq!(rx.len(), 2);
 
     gate.record_consumer();
-    let racer = {
-        let tx = tx.clone();
-        thread::spawn(move || {
-            // A panic here is the planted one; it reaches this thread only.
-            catch_unwind(AssertUnwindSafe(|| tx.send(1, MARK))).is_ok()
-        })
-    };
-    while !gate.entered.load(SeqCst) {
-        thread::yield_now();
-    }
-    let batch = rx.try_recv_all().unwrap();
-    gate.cut_done.store(true, SeqCst);
-    let sent_ok = racer.join().expect("the racing sender's thread");
+    let crew = Crew::new("rule14_cut_races_merge");
+    // A panic of the test's thread before its cut: the merge stops waiting.
+    crew.on_panic(|| gate.cut_done.store(true, SeqCst));
+    let (batch, sent_ok) = crew.scope(|s| {
+        let racer = {
+            let tx = tx.clone();
+            crew.spawn(s, move || {
+                // A panic here is the planted merge's; it reaches this thread only.
+                catch_unwind(AssertUnwindSafe(|| tx.send(1, MARK))).is_ok()
+            })
+        };
+        // A racer that panicked never enters the merge.
+        while !gate.entered.load(SeqCst) && !crew.panicked() {
+            thread::yield_now();
+        }
+        let batch = rx.try_recv_all().unwrap();
+        gate.cut_done.store(true, SeqCst);
+        (batch, racer.join().expect("the racing sender's thread"))
+    });
     assert_eq!(sent_ok, matches!(ending, Ending::Annihilate));
 
     // Key 1 was annihilated (or dropped by the panic) before the cut could

@@ -3,10 +3,10 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
+use crate::threads::Crew;
 use keybus::{RecvTimeoutError, TryRecvError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::thread;
 use std::time::Duration;
 
 /// A hub with a state table and `merge` (for the receivers and the table).
@@ -76,8 +76,9 @@ pub fn rule11_snapshot_is_one_instant_a_prefix_of_one_senders_keys<I: Conflate>(
     let hub = Hub::<I, u32, u32>::builder().retain_latest().build();
     let tx = hub.sender();
     let done = AtomicBool::new(false);
-    let snapshots = thread::scope(|s| {
-        s.spawn(|| {
+    let crew = Crew::new("rule11_snapshot_is_one_instant");
+    let snapshots = crew.scope(|s| {
+        crew.spawn(s, || {
             for k in 0..N {
                 tx.send(k, k).unwrap();
             }
@@ -85,7 +86,8 @@ pub fn rule11_snapshot_is_one_instant_a_prefix_of_one_senders_keys<I: Conflate>(
         });
         let mut taken = 0u32;
         let mut last = 0usize;
-        while !done.load(SeqCst) || taken == 0 {
+        // A sender that panicked never sets `done`: stop looking.
+        while (!done.load(SeqCst) || taken == 0) && !crew.panicked() {
             let snap = hub.snapshot();
             for (i, (k, v)) in snap.iter().enumerate() {
                 assert_eq!((*k, *v), (i as u32, i as u32), "not a prefix");
@@ -175,11 +177,12 @@ pub fn rule12_snapshot_registration_is_one_instant_against_concurrent_sends<I: C
     const KEYS: u32 = 16;
     let hub = table_with::<I>(sum_merge);
     let stop = AtomicBool::new(false);
-    let receivers = thread::scope(|s| {
+    let crew = Crew::new("rule12_snapshot_registration");
+    let receivers = crew.scope(|s| {
         let senders: Vec<_> = (0..SENDERS)
             .map(|t| {
                 let tx = hub.sender();
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     for i in 0..PER {
                         tx.send(((i as u32).wrapping_mul(7) + t as u32) % KEYS, 1)
                             .unwrap();
@@ -187,7 +190,7 @@ pub fn rule12_snapshot_registration_is_one_instant_against_concurrent_sends<I: C
                 })
             })
             .collect();
-        let registrar = s.spawn(|| {
+        let registrar = crew.spawn(s, || {
             let mut made = Vec::new();
             // At least a few, even if the senders finish first.
             while (!stop.load(SeqCst) || made.len() < 3) && made.len() < 50 {
@@ -347,13 +350,17 @@ pub fn rule13_conservation_holds_after_senders_of_several_threads_join<I: Confla
     ];
     let torn = AtomicBool::new(false);
     let finished = AtomicUsize::new(0);
-    let results: Vec<Receiver<I, u32, i64>> = thread::scope(|s| {
+    let crew = Crew::new("rule13_conservation_after_join");
+    // A sender that panics never gets to `tx.close()`: close the hub for it,
+    // or the consumers would wait for `Closed` forever.
+    crew.on_panic(|| hub.close());
+    let results: Vec<Receiver<I, u32, i64>> = crew.scope(|s| {
         let consumers: Vec<_> = rxs
             .into_iter()
             .enumerate()
             .map(|(i, mut rx)| {
                 let (torn, finished) = (&torn, &finished);
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     let mut turn = 0u64;
                     loop {
                         let s = rx.stats();
@@ -381,7 +388,7 @@ pub fn rule13_conservation_holds_after_senders_of_several_threads_join<I: Confla
         let senders: Vec<_> = (0..SENDERS)
             .map(|t| {
                 let tx = tx.clone();
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     for i in 0..per {
                         let k = (fastrand::u32(0..12) + t as u32) % 12;
                         tx.send(k, (i % 7) as i64 - 2).unwrap();
@@ -445,8 +452,10 @@ pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
     let hub = Hub::<I, u32, u64>::new();
     let tx = hub.sender();
     let mut rx = hub.receiver_builder().max_pending(MAX).build();
-    let (most, rx) = thread::scope(|s| {
-        let consumer = s.spawn(move || {
+    let crew = Crew::new("rule14_max_pending_concurrent");
+    crew.on_panic(|| hub.close());
+    let (most, rx) = crew.scope(|s| {
+        let consumer = crew.spawn(s, move || {
             let mut most = 0;
             loop {
                 most = most.max(rx.len());
@@ -468,7 +477,7 @@ pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
         let senders: Vec<_> = (0..SENDERS)
             .map(|_| {
                 let tx = tx.clone();
-                s.spawn(move || {
+                crew.spawn(s, move || {
                     for i in 0..per {
                         tx.send(fastrand::u32(0..64), i).unwrap();
                     }

@@ -3,6 +3,7 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
+use crate::threads::Crew;
 use futures::StreamExt as _;
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::collections::HashSet;
@@ -59,9 +60,13 @@ pub fn rule5_try_recv_all_after_graceful_close_returns_all_then_closed<I: Confla
 /// previous one ended — no key skipped and seen later, none twice.
 pub fn rule5_race_try_recv_all_cuts_are_contiguous<I: Conflate>() {
     const N: u32 = 20_000;
-    let (_hub, tx, mut rx) = bus::<I, u32, u32>();
-    thread::scope(|s| {
-        s.spawn(|| {
+    let (hub, tx, mut rx) = bus::<I, u32, u32>();
+    let crew = Crew::new("rule5_race_cuts");
+    // A sender that panics never closes: the loop below would see Empty
+    // forever.
+    crew.on_panic(|| hub.close());
+    crew.scope(|s| {
+        crew.spawn(s, || {
             for k in 0..N {
                 tx.send(k, k).unwrap();
             }
@@ -283,10 +288,11 @@ pub fn rule7_dropping_every_sender_and_hub_closes_gracefully<I: Conflate>() {
 }
 
 pub fn rule7_dropping_send_handles_wakes_a_parked_receiver<I: Conflate>() {
+    let crew = Crew::new("rule7_dropping_send_handles_wakes");
     for _ in 0..100 {
         let (hub, tx, mut rx) = bus::<I, u32, u32>();
-        thread::scope(|s| {
-            let waiter = s.spawn(move || rx.recv());
+        crew.scope(|s| {
+            let waiter = crew.spawn(s, move || rx.recv());
             jitter(2_000);
             drop(tx);
             drop(hub);
@@ -433,9 +439,12 @@ pub fn rule7_iter_and_stream_end_at_closed<I: Conflate>() {
     // Across threads: a consumer iterating until Closed gets everything.
     let (hub, tx, mut rx) = bus::<I, u32, u32>();
     let mut srx = hub.receiver();
-    thread::scope(|s| {
-        let it = s.spawn(move || rx.iter().map(|e| e.sends).sum::<u64>());
-        let st = s.spawn(move || {
+    // No closer: the test's thread owns every send handle, and a panic there
+    // drops them as it unwinds, which closes the hub gracefully.
+    let crew = Crew::new("rule7_iter_and_stream_end_at_closed");
+    crew.scope(|s| {
+        let it = crew.spawn(s, move || rx.iter().map(|e| e.sends).sum::<u64>());
+        let st = crew.spawn(s, move || {
             futures::executor::block_on(
                 srx.by_ref()
                     .map(|e| e.sends)

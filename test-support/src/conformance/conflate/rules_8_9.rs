@@ -3,11 +3,11 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
+use crate::threads::Crew;
 use keybus::TryRecvError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Barrier};
-use std::thread;
+use std::sync::Arc;
 
 // rule 8: close racing send
 //
@@ -41,21 +41,24 @@ struct RaceRound {
 /// accepted and which refused (no `Ok` after an `Err`; a refusal hands back
 /// its key, and its value goes to `refused`); a consumer thread runs
 /// `consume(live)`; this thread runs `close` once the sender has started a
-/// random send.
+/// random send (and so does a thread of the round that panics, so that the
+/// others stop waiting).
 fn close_race_round<I: Conflate, V: Value>(
     tx: &Sender<I, u32, V>,
     live: Receiver<I, u32, V>,
     value: impl Fn(u32) -> V + Sync,
     refused: impl Fn(u32, V) + Sync,
     consume: impl FnOnce(Receiver<I, u32, V>) -> Vec<u32> + Send,
-    close: impl FnOnce(),
+    close: impl Fn() + Sync,
 ) -> RaceRound {
     let progress = AtomicU32::new(0);
     let target = fastrand::u32(0..SENDS);
-    let start = Barrier::new(2);
-    thread::scope(|s| {
-        let consumer = s.spawn(move || consume(live));
-        let sender = s.spawn(|| {
+    let crew = Crew::new("rule8_close_race_round");
+    crew.on_panic(&close);
+    let start = crew.barrier(2);
+    crew.scope(|s| {
+        let consumer = crew.spawn(s, move || consume(live));
+        let sender = crew.spawn(s, || {
             let (mut oks, mut errs) = (Vec::new(), Vec::new());
             start.wait();
             for k in 0..SENDS {
@@ -76,7 +79,7 @@ fn close_race_round<I: Conflate, V: Value>(
             (oks, errs)
         });
         start.wait();
-        close_near(&progress, target, SENDS);
+        close_near(&progress, target, SENDS, &crew);
         close();
         let (oks, errs) = sender.join().unwrap();
         let consumed = consumer.join().unwrap();
@@ -231,8 +234,10 @@ pub fn rule9_key_filter_panic_changes_nothing_at_that_receiver<I: Conflate>() {
         vec![(5, 3, 3), (6, 1, 1), (7, 1, 1)]
     );
     // No poisoned lock, no lost wake-up.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| after.recv().unwrap().key);
+    let crew = Crew::new("rule9_key_filter_panic_waiter");
+    crew.on_panic(|| hub.close());
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || after.recv().unwrap().key);
         tx.send(8, 8).unwrap();
         assert_eq!(waiter.join().unwrap(), 8);
     });
@@ -296,8 +301,10 @@ pub fn rule9_merge_panic_drops_that_receivers_slot<I: Conflate>() {
     assert!(catch_unwind(AssertUnwindSafe(|| tx.send(9, 666))).is_err());
     assert_eq!(faulty.len(), 0);
     assert_eq!(faulty.try_recv().err(), Some(TryRecvError::Empty));
-    thread::scope(|s| {
-        let waiter = s.spawn(|| faulty.recv().unwrap().key);
+    let crew = Crew::new("rule9_merge_panic_waiter");
+    crew.on_panic(|| hub.close());
+    crew.scope(|s| {
+        let waiter = crew.spawn(s, || faulty.recv().unwrap().key);
         tx.send(10, 1).unwrap();
         assert_eq!(waiter.join().unwrap(), 10);
     });
@@ -351,21 +358,23 @@ pub fn rule9_race_panicking_merge_while_other_sends_continue<I: Conflate>() {
         total
     }
 
-    let (attempts, panics, got) = thread::scope(|s| {
+    let crew = Crew::new("rule9_race_panicking_merge");
+    crew.on_panic(|| hub.close());
+    let (attempts, panics, got) = crew.scope(|s| {
         let consumers: Vec<_> = [&mut first, &mut faulty, &mut last]
             .into_iter()
-            .map(|rx| s.spawn(move || consume(rx)))
+            .map(|rx| crew.spawn(s, move || consume(rx)))
             .collect();
         let senders: Vec<_> = (0..SENDERS)
             .map(|_| {
-                s.spawn(|| {
+                crew.spawn(s, || {
                     for i in 0..PER {
                         tx.send((i % 3) as u32, (1, 1)).unwrap();
                     }
                 })
             })
             .collect();
-        let poisoner = s.spawn(|| {
+        let poisoner = crew.spawn(s, || {
             let (mut attempts, mut panics) = (0u64, 0u64);
             while panics < 40 && attempts < 100_000 {
                 attempts += 1;

@@ -3,6 +3,7 @@
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
+use crate::threads::Crew;
 use keybus::{Event, RecvError, RecvTimeoutError};
 use std::sync::mpsc;
 use std::thread;
@@ -30,10 +31,12 @@ fn woken_by_send_rounds<I: Conflate>(
     pause: fn(u32),
 ) {
     with_stall_watchdog(what, move |beat| {
-        let (_hub, tx, mut rx) = bus::<I, u32, u32>();
+        let (hub, tx, mut rx) = bus::<I, u32, u32>();
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
-        thread::scope(|s| {
-            s.spawn(move || {
+        let crew = Crew::new(what);
+        crew.on_panic(|| hub.close());
+        crew.scope(|s| {
+            crew.spawn(s, move || {
                 for round in 0..rounds {
                     ready_tx.send(()).unwrap();
                     let e = take(&mut rx).unwrap();
@@ -90,10 +93,16 @@ pub fn wake_parked_receivers_woken_by_every_close_kind<I: Conflate>() {
                 let mut blocking = hub.receiver();
                 let mut asynchronous = hub.receiver();
                 let mut timed = hub.receiver();
-                thread::scope(|s| {
-                    let a = s.spawn(move || blocking.recv());
-                    let b = s.spawn(move || futures::executor::block_on(asynchronous.recv_async()));
-                    let c = s.spawn(move || timed.recv_timeout(Duration::MAX));
+                // A panic in the test's thread before the close: the
+                // receivers would wait for it forever.
+                let crew = Crew::new("wake_parked_receivers_woken_by_every_close_kind");
+                crew.on_panic(|| hub.close());
+                crew.scope(|s| {
+                    let a = crew.spawn(s, move || blocking.recv());
+                    let b = crew.spawn(s, move || {
+                        futures::executor::block_on(asynchronous.recv_async())
+                    });
+                    let c = crew.spawn(s, move || timed.recv_timeout(Duration::MAX));
                     jitter(2_000);
                     if round % 2 == 0 {
                         tx.close();
