@@ -121,11 +121,19 @@ where
     }
 
     fn deliver(&self, entry: Entry, last: &mut u64) -> Sent {
-        let shared = &*self.shared;
-        shared.entries.add(1);
-        if entry.delta == 0 {
+        // Caught up once this entry is in the hub (or skipped): nothing was
+        // pending behind it when the server sent it.
+        let caught_up = entry.delta == 0;
+        let sent = self.send(entry, last);
+        if caught_up {
             self.caught_up.send_replace(true);
         }
+        sent
+    }
+
+    fn send(&self, entry: Entry, last: &mut u64) -> Sent {
+        let shared = &*self.shared;
+        shared.entries.add(1);
         if entry.revision <= *last {
             shared.stale.add(1);
             return Sent::Open;

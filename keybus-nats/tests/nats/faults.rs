@@ -1,0 +1,1 @@
+//! Kills, pauses and restarts of the server under each bridge.
