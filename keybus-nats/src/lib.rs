@@ -28,6 +28,7 @@ mod key;
 mod kv_feed;
 mod kv_mirror;
 mod setup;
+mod stream_mirror;
 mod stats;
 
 pub use backoff::Backoff;
@@ -37,3 +38,7 @@ pub use key::{validate_filter, validate_key};
 pub use kv_feed::{Change, FeedHandle, FeedStats, KvFeed, Remote, Start};
 pub use kv_mirror::{KvMirror, MirrorHandle, MirrorStats};
 pub use setup::{ensure_bucket, SetupError};
+pub use stream_mirror::{
+    StreamMirror, StreamMirrorHandle, StreamMirrorStats, ERROR_HEADER, GENERATION_HEADER,
+    REVISION_HEADER,
+};
