@@ -27,6 +27,7 @@ mod error;
 mod key;
 mod kv_feed;
 mod kv_mirror;
+mod remote_buffer;
 mod setup;
 mod stream_mirror;
 mod stats;
@@ -37,6 +38,7 @@ pub use error::BridgeError;
 pub use key::{validate_filter, validate_key};
 pub use kv_feed::{Change, FeedHandle, FeedStats, KvFeed, Remote, Start};
 pub use kv_mirror::{KvMirror, MirrorHandle, MirrorStats};
+pub use remote_buffer::{RemoteBuffer, RemoteReadError, RemoteReader};
 pub use setup::{ensure_bucket, SetupError};
 pub use stream_mirror::{
     StreamMirror, StreamMirrorHandle, StreamMirrorStats, ERROR_HEADER, GENERATION_HEADER,

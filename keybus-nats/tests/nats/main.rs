@@ -4,4 +4,5 @@ mod faults;
 mod kv_feed;
 mod kv_mirror;
 mod server;
+mod stream;
 mod support;
