@@ -83,7 +83,9 @@ mod tests {
         for ok in ["a", "a.b", "A-z_0/9=x", "disk.sda1.used"] {
             assert!(validate_key(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", ".a", "a.", "a..b", "a b", "a*", "*", ">", "é", "a\tb"] {
+        for bad in [
+            "", ".", ".a", "a.", "a..b", "a b", "a*", "*", ">", "é", "a\tb",
+        ] {
             assert!(validate_key(bad).is_err(), "{bad:?}");
         }
     }

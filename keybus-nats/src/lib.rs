@@ -29,8 +29,8 @@ mod kv_feed;
 mod kv_mirror;
 mod remote_buffer;
 mod setup;
-mod stream_mirror;
 mod stats;
+mod stream_mirror;
 
 pub use backoff::Backoff;
 pub use codec::CodecError;

@@ -174,7 +174,10 @@ where
         } else {
             // Newer wins whatever the hub's merge: the receiver is the dirty
             // set, and it must never annihilate a key the mirror has to write.
-            self.hub.receiver_builder().merge(|_, newer| Some(newer)).build()
+            self.hub
+                .receiver_builder()
+                .merge(|_, newer| Some(newer))
+                .build()
         };
         let shared = Arc::new(Shared::default());
         let (requests, inbox) = mpsc::channel(16);

@@ -68,7 +68,10 @@ where
         match inner.read(self.buffer.generation, self.cursor, BATCH).await {
             Ok(entries) => {
                 self.ready.extend(entries);
-                let entry = self.ready.pop_front().expect("a successful read has entries");
+                let entry = self
+                    .ready
+                    .pop_front()
+                    .expect("a successful read has entries");
                 self.cursor = entry.revision;
                 Ok(entry)
             }

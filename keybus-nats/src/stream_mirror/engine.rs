@@ -272,12 +272,20 @@ where
 
     /// Sends one revision; its ack joins `acks`. Sent here, in revision order,
     /// so the server sees them in order (only the acks are awaited together).
-    async fn publish(&self, entry: Entry<T>, acks: &mut FuturesUnordered<Ack>, s: &mut Session) -> bool {
+    async fn publish(
+        &self,
+        entry: Entry<T>,
+        acks: &mut FuturesUnordered<Ack>,
+        s: &mut Session,
+    ) -> bool {
         let revision = entry.revision;
         let generation = self.buffer.generation();
         let max_payload = self.js.client().server_info().max_payload;
         let (payload, refused) = if s.poison.contains(&revision) {
-            (Bytes::new(), Some("the server refused this value".to_owned()))
+            (
+                Bytes::new(),
+                Some("the server refused this value".to_owned()),
+            )
         } else {
             match self.codec.encode_value(&entry.value) {
                 // Room for the headers: a few hundred bytes at most.
@@ -322,7 +330,12 @@ where
     }
 
     /// Books one ack; `false` means resync.
-    fn on_ack(&self, revision: u64, result: Result<PublishAck, PublishError>, s: &mut Session) -> bool {
+    fn on_ack(
+        &self,
+        revision: u64,
+        result: Result<PublishAck, PublishError>,
+        s: &mut Session,
+    ) -> bool {
         match result {
             Ok(ack) if ack.sequence == revision => {
                 s.retry.succeed();

@@ -9,7 +9,9 @@ use crate::support::{connect, contents, eventually, until, within};
 use keybus::broadcast::Buffer;
 use keybus::conflate::Hub;
 use keybus_nats::codec::{DisplayValues, StrKeys};
-use keybus_nats::{ensure_bucket, KvFeed, KvMirror, MirrorStats, Remote, RemoteBuffer, StreamMirror};
+use keybus_nats::{
+    ensure_bucket, KvFeed, KvMirror, MirrorStats, Remote, RemoteBuffer, StreamMirror,
+};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,8 +20,16 @@ const KEYS: u64 = 1_000;
 
 /// The mirror's own bounds, which must hold at any instant.
 fn bounded(s: &MirrorStats, max_in_flight: u64) {
-    assert!(s.held <= KEYS.min(max_in_flight), "held {} keys: {s:?}", s.held);
-    assert!(s.receiver_pending <= KEYS, "receiver holds {}: {s:?}", s.receiver_pending);
+    assert!(
+        s.held <= KEYS.min(max_in_flight),
+        "held {} keys: {s:?}",
+        s.held
+    );
+    assert!(
+        s.receiver_pending <= KEYS,
+        "receiver holds {}: {s:?}",
+        s.receiver_pending
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,9 +137,8 @@ async fn the_kv_feed_resumes_after_a_restart_without_going_backwards() {
     }
     until("every key's latest value", LIMIT, || {
         drain(&mut rx, &mut seen); // asserts revisions only rise per key
-        (seen.len() == written.len()
-            && written.iter().all(|(k, v)| seen[k].value() == Some(v)))
-        .then_some(())
+        (seen.len() == written.len() && written.iter().all(|(k, v)| seen[k].value() == Some(v)))
+            .then_some(())
     })
     .await;
     let s = feed.stats();
@@ -146,7 +155,9 @@ async fn an_outage_longer_than_the_ring_is_exactly_one_gap_per_reader() {
         buf.append(value_of(r)).unwrap();
     }
     within("settling", LIMIT, mirror.settled()).await;
-    let remote = RemoteBuffer::open(&js, "OUTAGE", DisplayValues).await.unwrap();
+    let remote = RemoteBuffer::open(&js, "OUTAGE", DisplayValues)
+        .await
+        .unwrap();
     let mut a = remote.reader_at(0);
     let mut b = remote.reader_at(0);
     assert_eq!(read_to(&mut a, 10).await, []);
@@ -210,9 +221,18 @@ async fn the_stream_mirror_loses_nothing_across_a_short_kill_and_a_pause() {
     let s = within("settling after the pause", LIMIT, mirror.settled()).await;
     assert_eq!((s.cursor, s.gaps), (200, 0), "{s:?}");
     // Stored exactly once each: 200 messages, sequence = revision.
-    let info = js.get_stream("SHORT").await.unwrap().info().await.unwrap().clone();
+    let info = js
+        .get_stream("SHORT")
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .clone();
     assert_eq!((info.state.messages, info.state.last_sequence), (200, 200));
-    let remote = RemoteBuffer::open(&js, "SHORT", DisplayValues).await.unwrap();
+    let remote = RemoteBuffer::open(&js, "SHORT", DisplayValues)
+        .await
+        .unwrap();
     let mut reader = remote.reader_at(0);
     assert_eq!(read_to(&mut reader, 200).await, []);
 }

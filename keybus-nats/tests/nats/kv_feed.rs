@@ -78,7 +78,13 @@ async fn the_remote_snapshot_then_live_updates_with_tombstones() {
         (seen["k.6"].revision == r3).then_some(())
     })
     .await;
-    assert_eq!(seen["k.5"], Remote { revision: r1, change: Change::Put(55) });
+    assert_eq!(
+        seen["k.5"],
+        Remote {
+            revision: r1,
+            change: Change::Put(55)
+        }
+    );
     assert_eq!(seen["k.6"].change, Change::Put(66));
     let s = feed.stats();
     assert_eq!((s.tombstones, s.key_errors, s.value_errors), (3, 0, 0));
@@ -113,7 +119,9 @@ async fn start_new_and_start_at_a_revision() {
 
     // Give the New feed time to open its watch before the next put: it must
     // see that put and nothing before it.
-    until("the new feed to be open", LIMIT, || _new.stats().caught_up.then_some(()))
+    until("the new feed to be open", LIMIT, || {
+        _new.stats().caught_up.then_some(())
+    })
     .await;
     put(&store, "d", "4").await;
     let mut seen = HashMap::new();

@@ -58,9 +58,17 @@ async fn zipf_sends_converge_to_the_latest_value_per_key() {
     assert_eq!(contents(&store).await, expected_bytes(&latest));
     // Every send reached the mirror's receiver and was folded into a write.
     assert_eq!(stats.sends, 40_000);
-    assert_eq!(stats.puts, stats.taken);
+    // One put per key at least; at most one per event taken (an event for a
+    // key whose put is in flight may be replaced by a newer one meanwhile).
+    assert!(
+        stats.puts >= latest.len() as u64 && stats.puts <= stats.taken,
+        "{stats:?}"
+    );
     assert!(stats.taken < 40_000, "coalesced: {stats:?}");
-    assert_eq!((stats.rejected, stats.key_errors, stats.in_flight), (0, 0, 0));
+    assert_eq!(
+        (stats.rejected, stats.key_errors, stats.in_flight),
+        (0, 0, 0)
+    );
     assert!(stats.last_revision > 0);
 }
 
@@ -117,7 +125,9 @@ struct PickyUtf8;
 impl ValueCodec<String> for PickyUtf8 {
     fn encode_value(&self, v: &String) -> Result<bytes::Bytes, CodecError> {
         if v == "unencodable" {
-            return Err(CodecError::Encode("the test codec refuses this value".into()));
+            return Err(CodecError::Encode(
+                "the test codec refuses this value".into(),
+            ));
         }
         Utf8.encode_value(v)
     }
@@ -179,7 +189,8 @@ async fn the_mirror_ends_when_the_hub_closes() {
     let tx = hub.sender();
     let mut rng = SmallRng::seed_from_u64(7);
     for i in 0..100u64 {
-        tx.send(format!("k.{}", i % 10), rng.random_range(0..1000)).unwrap();
+        tx.send(format!("k.{}", i % 10), rng.random_range(0..1000))
+            .unwrap();
     }
     tx.send("k.0".into(), 4242).unwrap();
     drop(tx);

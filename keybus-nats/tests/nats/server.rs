@@ -49,7 +49,10 @@ pub fn binary() -> PathBuf {
     if seen.is_empty() {
         panic!("no nats-server found (NATS_SERVER, $KEYBUS_NATS_HOME/bin, PATH): {HOW}");
     }
-    panic!("nats-server too old: {}; keybus-nats needs 2.10+: {HOW}", seen.join(", "));
+    panic!(
+        "nats-server too old: {}; keybus-nats needs 2.10+: {HOW}",
+        seen.join(", ")
+    );
 }
 
 /// "nats-server: v2.14.6" is 2.10 or newer.
@@ -138,7 +141,11 @@ impl Server {
                     return;
                 }
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 panic!("nats-server exited ({status}); log: {}", self.log());
             }
             assert!(

@@ -6,7 +6,9 @@ use crate::support::{connect, within};
 use keybus::broadcast::Buffer;
 use keybus::ReadError;
 use keybus_nats::codec::{CodecError, DisplayValues, Utf8, ValueCodec};
-use keybus_nats::{RemoteBuffer, RemoteReadError, StreamMirror, GENERATION_HEADER, REVISION_HEADER};
+use keybus_nats::{
+    RemoteBuffer, RemoteReadError, StreamMirror, GENERATION_HEADER, REVISION_HEADER,
+};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -53,7 +55,9 @@ async fn every_revision_in_order_or_an_exact_gap() {
         .unwrap()
         .spawn();
     within("the stream", LIMIT, mirror.settled()).await;
-    let remote = RemoteBuffer::open(&js, "RING", DisplayValues).await.unwrap();
+    let remote = RemoteBuffer::open(&js, "RING", DisplayValues)
+        .await
+        .unwrap();
     let mut live = remote.reader_at(0);
     let follower = tokio::spawn(async move {
         let gaps = read_to(&mut live, 200).await;
@@ -75,7 +79,10 @@ async fn every_revision_in_order_or_an_exact_gap() {
     assert_eq!(remote.read(136, 1000).await.unwrap().len(), 64);
     assert_eq!(
         remote.read(135, 10).await,
-        Err(RemoteReadError::Read(ReadError::Gap { after: 135, oldest: 137 }))
+        Err(RemoteReadError::Read(ReadError::Gap {
+            after: 135,
+            oldest: 137
+        }))
     );
     assert_eq!(remote.validate(136).await, Ok(()));
     assert_eq!(
@@ -84,16 +91,25 @@ async fn every_revision_in_order_or_an_exact_gap() {
     );
     assert_eq!(
         remote.read(201, 10).await,
-        Err(RemoteReadError::Read(ReadError::Future { after: 201, tail: 200 }))
+        Err(RemoteReadError::Read(ReadError::Future {
+            after: 201,
+            tail: 200
+        }))
     );
     let page = remote.read(150, 3).await.unwrap();
-    assert_eq!(page.iter().map(|e| e.revision).collect::<Vec<_>>(), [151, 152, 153]);
+    assert_eq!(
+        page.iter().map(|e| e.revision).collect::<Vec<_>>(),
+        [151, 152, 153]
+    );
     let latest = remote.latest().await.unwrap().unwrap();
     assert_eq!((latest.revision, latest.value), (200, value_of(200)));
     let mut late = remote.reader_at(100);
     assert_eq!(
         late.try_next().await,
-        Err(RemoteReadError::Read(ReadError::Gap { after: 100, oldest: 137 }))
+        Err(RemoteReadError::Read(ReadError::Gap {
+            after: 100,
+            oldest: 137
+        }))
     );
     assert_eq!(late.try_next().await.unwrap().revision, 137);
 
@@ -152,7 +168,8 @@ async fn a_recreated_stream_is_a_new_generation() {
     buf2.append(value_of(1)).unwrap();
     let mirror2 = StreamMirror::new(&buf2, js.clone(), "GEN", DisplayValues).spawn();
     within("settling", LIMIT, mirror2.settled()).await;
-    let remote2: RemoteBuffer<u64, _> = RemoteBuffer::open(&js, "GEN", DisplayValues).await.unwrap();
+    let remote2: RemoteBuffer<u64, _> =
+        RemoteBuffer::open(&js, "GEN", DisplayValues).await.unwrap();
     assert_ne!(remote2.generation(), reader.generation());
     assert_eq!(remote2.tail().await.unwrap(), 1);
 }
