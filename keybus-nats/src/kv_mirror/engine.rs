@@ -108,8 +108,14 @@ where
     }
 
     pub(super) async fn run(mut self, mut requests: mpsc::Receiver<Request>) {
+        let interval = self.limits.flush_interval;
+        // With a flush interval, the receiver is drained at most once per
+        // interval, so sends in between coalesce there (the cheaper send).
+        let mut next_pull = Instant::now();
         loop {
-            self.pull();
+            if Instant::now() >= next_pull && self.pull() && !interval.is_zero() {
+                next_pull = Instant::now() + interval;
+            }
             self.dispatch();
             self.publish_gauges();
             if self.idle() {
@@ -122,6 +128,7 @@ where
             }
             let room = self.room();
             let paused_until = self.paused_until;
+            let pull_wait = Instant::now() < next_pull;
             tokio::select! {
                 biased;
                 request = requests.recv() => match request {
@@ -130,14 +137,13 @@ where
                 },
                 Some(done) = self.writes.next(), if !self.writes.is_empty() => self.complete(done),
                 _ = sleep_until(paused_until), if paused_until.is_some() => self.paused_until = None,
-                event = self.rx.recv_async(), if room && !self.rx_closed => match event {
+                _ = tokio::time::sleep_until(next_pull), if pull_wait => {}
+                event = self.rx.recv_async(), if room && !self.rx_closed && !pull_wait => match event {
                     Ok(event) => {
-                        let was_idle = self.in_flight.is_empty() && self.queue.is_empty();
                         self.stage(event);
-                        if was_idle && !self.limits.flush_interval.is_zero() {
-                            // Let the sends that follow this one coalesce first.
-                            tokio::time::sleep(self.limits.flush_interval).await;
-                        }
+                        // Woken from idle: let the sends that follow coalesce
+                        // for one interval before draining the rest.
+                        next_pull = Instant::now() + interval;
                     }
                     Err(_) => self.rx_closed = true,
                 },
@@ -153,15 +159,21 @@ where
         self.in_flight.is_empty() && self.queue.is_empty() && self.rx.is_empty()
     }
 
-    /// Takes dirty keys while there is room; the rest keep coalescing at the receiver.
-    fn pull(&mut self) {
+    /// Takes dirty keys while there is room; the rest keep coalescing at the
+    /// receiver. Whether it took any.
+    fn pull(&mut self) -> bool {
+        let mut took = false;
         while !self.rx_closed && self.room() {
             match self.rx.try_recv() {
-                Ok(event) => self.stage(event),
+                Ok(event) => {
+                    took = true;
+                    self.stage(event);
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Closed) => self.rx_closed = true,
             }
         }
+        took
     }
 
     /// Encodes one taken event and queues its write (or defers it behind the

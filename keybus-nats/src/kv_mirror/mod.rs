@@ -144,8 +144,11 @@ where
         }
     }
 
-    /// After the mirror wakes up idle, it waits `interval` before draining, so
-    /// more sends coalesce into each write (default zero: lowest lag).
+    /// Drains the hub receiver at most once per `interval` (and, woken from
+    /// idle, waits one interval first), so the sends in between coalesce at
+    /// the receiver into one write per key. Default zero: drain as soon as
+    /// anything is dirty (lowest lag). A key then waits at most about one
+    /// interval, plus its write, before it reaches the bucket.
     pub fn flush_interval(self, interval: Duration) -> Self {
         KvMirror {
             flush_interval: interval,

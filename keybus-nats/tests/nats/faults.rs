@@ -76,7 +76,9 @@ async fn the_kv_mirror_converges_across_a_pause() {
     let js = connect(&server.url()).await;
     let store = ensure_bucket(&js, "paused").await.unwrap();
     let hub: Hub<String, u64> = Hub::new();
-    let mirror = KvMirror::new(&hub, store.clone(), StrKeys, DisplayValues).spawn();
+    let mirror = KvMirror::new(&hub, store.clone(), StrKeys, DisplayValues)
+        .flush_interval(Duration::from_millis(5))
+        .spawn();
     let tx = hub.sender();
     let mut latest = HashMap::new();
     zipf_sends(&tx, KEYS, 5_000, 2, &mut latest);
