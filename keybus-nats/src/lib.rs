@@ -44,3 +44,8 @@ pub use stream_mirror::{
     StreamMirror, StreamMirrorHandle, StreamMirrorStats, ERROR_HEADER, GENERATION_HEADER,
     REVISION_HEADER,
 };
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
