@@ -166,3 +166,29 @@ async fn a_filter_and_undecodable_entries() {
         .filter("disk.>.x")
         .is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kv_key_that_does_not_decode_is_counted_and_skipped() {
+    use keybus_nats::codec::DisplayKeys;
+    let server = Server::start();
+    let js = connect(&server.url()).await;
+    let store = ensure_bucket(&js, "numbered").await.unwrap();
+    put(&store, "1", "10").await;
+    put(&store, "disk.sda", "20").await; // not a u64
+    put(&store, "3", "30").await;
+
+    let hub: Hub<u64, Remote<u64>> = Hub::new();
+    let mut rx = hub.receiver();
+    let feed = KvFeed::new(store, hub.sender(), DisplayKeys, DisplayValues).spawn();
+    let s = within("the snapshot", LIMIT, feed.caught_up()).await;
+    let got: Vec<(u64, Option<u64>)> = rx
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.key, e.value.into_value()))
+        .collect();
+    assert_eq!(got, [(1, Some(10)), (3, Some(30))]);
+    assert_eq!((s.key_errors, s.puts), (1, 2));
+    let msg = s.last_error.unwrap().to_string();
+    assert!(msg.starts_with("key disk.sda: cannot decode: "), "{msg}");
+}
