@@ -83,6 +83,7 @@ impl Server {
     /// A server with extra configuration lines (`max_payload: 4096`).
     pub fn start_with(extra: &str) -> Server {
         static N: AtomicU64 = AtomicU64::new(0);
+        let bin = binary(); // fails first, before anything is left on disk
         let dir = std::env::temp_dir().join(format!(
             "keybus-nats-test-{}-{}",
             std::process::id(),
@@ -97,7 +98,7 @@ impl Server {
         );
         std::fs::write(dir.join("nats.conf"), conf).expect("server config");
         let mut s = Server {
-            bin: binary(),
+            bin,
             dir,
             port,
             child: None,
