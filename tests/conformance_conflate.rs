@@ -97,4 +97,10 @@ conflate_conformance! {
         rule14_max_pending_refuses_new_keys_only_and_renumbers_nothing,
         rule14_max_pending_holds_under_concurrent_sends,
     }
+    bounded::{
+        rule14_bound_holds_after_a_cut_races_an_annihilating_merge,
+        rule14_bound_holds_after_a_cut_races_a_panicking_merge,
+        rule14_snapshot_bound_holds_after_a_cut_races_an_annihilating_merge,
+        rule14_snapshot_bound_holds_after_a_cut_races_a_panicking_merge,
+    }
 }

@@ -15,8 +15,14 @@
 //! - `try_recv_all/N`: one cut of an N-key backlog;
 //! - `register_drop/N`: register and drop one receiver while N stay registered
 //!   (keybus and the baseline only);
+//! - `*_try_recv_all`: the same threaded fan-outs with consumers that take
+//!   whole backlogs with `try_recv_all` (64 hot keys, or 4,096 keys);
+//! - `new_key_try_recv`: one thread, a send of a key that is not pending
+//!   (cycling over 4,096) and its `try_recv`;
 //! - `coalescing_send/R`: one thread, every one of 64 keys already pending at
 //!   each of R idle receivers, one send (keybus and the baseline only);
+//!   `coalescing_send/mixed_4_kinds_hot8`: four kinds of receiver (every key,
+//!   `.key(3)`, an even-key filter, an own summing merge), 8 hot keys;
 //! - after criterion, publisher latency percentiles while a receiver cuts a
 //!   100,000-key backlog (not a criterion measurement).
 //!
@@ -51,7 +57,21 @@ fn no_receiver(c: &mut Criterion) {
     g.finish();
 }
 
+/// A threaded fan-out: `run` is `fan_out` (`recv` consumers) or
+/// `fan_out_try_all` (`try_recv_all` consumers).
+type FanOutFn = fn(&ConflateImpl, u64, u64, u64, u64) -> Duration;
+
 fn threaded(c: &mut Criterion, name: &str, senders: u64, receivers: u64, keys: u64, batch: u64) {
+    threaded_with(
+        c,
+        name,
+        [senders, receivers, keys, batch],
+        |imp, s, r, k, n| (imp.fan_out)(s, r, k, n),
+    );
+}
+
+fn threaded_with(c: &mut Criterion, name: &str, shape: [u64; 4], run: FanOutFn) {
+    let [senders, receivers, keys, batch] = shape;
     let mut g = c.benchmark_group(format!("conflate/{name}"));
     g.sampling_mode(SamplingMode::Flat)
         .sample_size(10)
@@ -61,7 +81,7 @@ fn threaded(c: &mut Criterion, name: &str, senders: u64, receivers: u64, keys: u
         if imp.runs_keys(keys) {
             g.bench_function(imp.name, |b| {
                 b.iter_custom(|iters| {
-                    sum_of_runs(iters, || (imp.fan_out)(senders, receivers, keys, batch))
+                    sum_of_runs(iters, || run(&imp, senders, receivers, keys, batch))
                 })
             });
         }
@@ -81,6 +101,34 @@ fn fan_outs(c: &mut Criterion) {
     threaded(c, "2x4_hot64", 2, 4, 64, BATCH);
     threaded(c, "4x4_hot64", 4, 4, 64, BATCH);
     threaded(c, "4x4_oversubscribed_1k_keys", 4, 4, 1_000, BATCH);
+    // Consumers taking whole backlogs with `try_recv_all` (yielding when empty).
+    let try_all: FanOutFn = |imp, s, r, k, n| (imp.fan_out_try_all)(s, r, k, n).0;
+    threaded_with(c, "1x16_hot64_try_recv_all", [1, 16, 64, BATCH], try_all);
+    threaded_with(
+        c,
+        "2x4_4096_keys_try_recv_all",
+        [2, 4, 4_096, BATCH],
+        try_all,
+    );
+    threaded_with(
+        c,
+        "4x4_4096_keys_try_recv_all",
+        [4, 4, 4_096, BATCH],
+        try_all,
+    );
+}
+
+/// One thread, one receiver: send a key that is not pending (cycling over
+/// 4,096) and `try_recv` it; per iteration one send and one pop.
+fn new_key_try_recv(c: &mut Criterion) {
+    let mut g = c.benchmark_group("conflate/new_key_try_recv");
+    g.throughput(Throughput::Elements(1));
+    for imp in CONFLATE_IMPLS {
+        g.bench_function(imp.name, |b| {
+            b.iter_custom(|iters| (imp.new_key_cycle)(4_096, iters))
+        });
+    }
+    g.finish();
 }
 
 fn drain(c: &mut Criterion) {
@@ -107,13 +155,13 @@ type OpsFn = fn(u64, u64) -> Duration;
 fn keybus_and_baseline(
     c: &mut Criterion,
     group: &str,
-    inputs: [u64; 3],
+    inputs: &[u64],
     scenario: fn(&ConflateImpl) -> OpsFn,
 ) {
     let mut g = c.benchmark_group(group);
     g.sampling_mode(SamplingMode::Flat).sample_size(10);
     g.throughput(Throughput::Elements(1));
-    for input in inputs {
+    for &input in inputs {
         for imp in CONFLATE_IMPLS.iter().filter(|i| i.role != Role::Peer) {
             let f = scenario(imp);
             g.bench_with_input(BenchmarkId::new(imp.name, input), &input, |b, &n| {
@@ -125,21 +173,31 @@ fn keybus_and_baseline(
 }
 
 fn registration(c: &mut Criterion) {
-    keybus_and_baseline(c, "conflate/register_drop", [10, 1_000, 10_000], |imp| {
+    keybus_and_baseline(c, "conflate/register_drop", &[10, 1_000, 10_000], |imp| {
         imp.register_drop
     });
 }
 
 fn coalescing_send(c: &mut Criterion) {
-    keybus_and_baseline(c, "conflate/coalescing_send", [1, 4, 1_000], |imp| {
+    keybus_and_baseline(c, "conflate/coalescing_send", &[1, 4, 16, 1_000], |imp| {
         imp.coalescing_send
     });
+    // Four kinds of receiver (every key, one key, a filter, an own merge), 8 hot
+    // keys; keybus and the baseline (the peers have no receiver builder).
+    let mut g = c.benchmark_group("conflate/coalescing_send/mixed_4_kinds_hot8");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("keybus", |b| b.iter_custom(keybus_builder::mixed_receivers));
+    g.bench_function("baseline", |b| {
+        b.iter_custom(baseline_builder::mixed_receivers)
+    });
+    g.finish();
 }
 
 criterion_group!(
     benches,
     no_receiver,
     fan_outs,
+    new_key_try_recv,
     drain,
     registration,
     coalescing_send

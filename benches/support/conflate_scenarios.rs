@@ -6,7 +6,12 @@
 //!
 //! Every throughput scenario returns the wall time of `sends` sends *including*
 //! the receivers' drain after a graceful close, so a design cannot look fast by
-//! leaving work behind in its queues.
+//! leaving work behind in its queues; its consumers either `recv` or take whole
+//! backlogs with `try_recv_all` (yielding when empty).
+//!
+//! `builder_scenarios!` (`conflate_builder_scenarios.rs`) adds the scenarios
+//! that need receiver filters, per-receiver merges or `HubStats`, for keybus
+//! and the baseline only.
 //!
 //! Each expansion carries `CAPS` ([`peers::Caps`]): which key sets and backlogs the
 //! implementation takes part in. keybus and the baseline take part in everything;
@@ -21,6 +26,12 @@ pub use super::common::*;
 /// The peers (`mutex_map`, `tokio_watch`, `tokio_broadcast`) and their `Caps`.
 #[path = "conflate_peers.rs"]
 pub mod peers;
+
+/// `builder_scenarios!`: the scenarios only keybus and the baseline can run
+/// (receiver filters and merges, `HubStats`).
+#[macro_use]
+#[path = "conflate_builder_scenarios.rs"]
+mod builder;
 
 /// Expands the scenarios for one implementation module:
 /// `conflate_scenarios!(name, path::to::module)` (takes part in everything) or
@@ -62,6 +73,51 @@ macro_rules! conflate_scenarios {
                 keys: u64,
                 sends: u64,
             ) -> (Duration, u64) {
+                fan_out_with(senders, receivers, keys, sends, |rx| {
+                    let mut folded = 0u64;
+                    while let Ok(e) = rx.recv() {
+                        folded += e.sends;
+                    }
+                    folded
+                })
+            }
+
+            /// [`fan_out_counted`] with consumers that take whole backlogs:
+            /// each receiver thread loops on `try_recv_all`, yields the core
+            /// when it finds nothing pending, and stops at `Closed` (after the
+            /// graceful close has handed it the last backlog), so the drain
+            /// after the close is timed as with `recv`.
+            pub fn fan_out_try_all(
+                senders: u64,
+                receivers: u64,
+                keys: u64,
+                sends: u64,
+            ) -> (Duration, u64) {
+                fan_out_with(senders, receivers, keys, sends, |rx| {
+                    let mut folded = 0u64;
+                    loop {
+                        match rx.try_recv_all() {
+                            Ok(batch) => folded += batch.iter().map(|e| e.sends).sum::<u64>(),
+                            Err(keybus::TryRecvError::Empty) => std::thread::yield_now(),
+                            Err(keybus::TryRecvError::Closed) => break folded,
+                        }
+                    }
+                })
+            }
+
+            /// The threaded fan-out: `senders` threads send `sends` in all over
+            /// `keys` keys (each sender cycling through them from its own
+            /// offset), one thread per receiver runs `consume` until closed and
+            /// returns the sends its events stood for. The time runs from the
+            /// first thread's start to the last consumer's end, the drain after
+            /// the close included; returns it and the sum of `consume`'s counts.
+            fn fan_out_with(
+                senders: u64,
+                receivers: u64,
+                keys: u64,
+                sends: u64,
+                consume: fn(&mut imp::Receiver<u64, u64>) -> u64,
+            ) -> (Duration, u64) {
                 let accounted = std::sync::atomic::AtomicU64::new(0);
                 let hub: imp::Hub<u64, u64> = imp::Hub::new();
                 let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
@@ -89,10 +145,7 @@ macro_rules! conflate_scenarios {
                     .map(|mut rx| {
                         let accounted = &accounted;
                         Box::new(move || {
-                            let mut folded = 0u64;
-                            while let Ok(e) = rx.recv() {
-                                folded += e.sends;
-                            }
+                            let folded = consume(&mut rx);
                             accounted.fetch_add(folded, std::sync::atomic::Ordering::Relaxed);
                         }) as Box<dyn FnOnce() + Send + '_>
                     })
@@ -100,6 +153,39 @@ macro_rules! conflate_scenarios {
                 // Senders are dropped by their threads: the send side closes then.
                 let elapsed = timed_run(producers, consumers, || {});
                 (elapsed, accounted.into_inner())
+            }
+
+            /// One thread, one receiver: `iters` times, send a key that is not
+            /// pending and take it back with `try_recv` (per op: one send of a
+            /// new key, its queue push, one pop). The keys cycle over `keys`
+            /// (4,096 in the reports): enough that a one-entry or small cache of
+            /// the last key cannot serve the send, few enough that the keys'
+            /// state stays in cache, so this times the code path rather than
+            /// memory misses. One untimed pass over the keys first, so every
+            /// timed send is for a key the hub has seen but the receiver does
+            /// not hold (nothing is allocated for a never-seen key in the loop).
+            pub fn new_key_cycle(keys: u64, iters: u64) -> Duration {
+                let hub: imp::Hub<u64, u64> = imp::Hub::new();
+                let mut rx = hub.receiver();
+                let tx = hub.sender();
+                for k in 0..keys {
+                    tx.send(k, k).unwrap();
+                    rx.try_recv().unwrap();
+                }
+                let mut k = 0;
+                let start = Instant::now();
+                for i in 0..iters {
+                    tx.send(std::hint::black_box(k), i).unwrap();
+                    let e = rx.try_recv().unwrap();
+                    assert!(e.key == k && e.sends == 1, "the key just sent, alone");
+                    k += 1;
+                    if k == keys {
+                        k = 0;
+                    }
+                }
+                let elapsed = start.elapsed();
+                assert!(rx.try_recv().is_err(), "nothing left behind");
+                elapsed
             }
 
             /// The cost of `try_recv_all` alone over a `backlog`-key backlog,
@@ -280,6 +366,8 @@ pub struct ConflateImpl {
     pub no_receiver: fn(u64) -> std::time::Duration,
     pub fan_out: fn(u64, u64, u64, u64) -> std::time::Duration,
     pub fan_out_counted: fn(u64, u64, u64, u64) -> (std::time::Duration, u64),
+    pub fan_out_try_all: fn(u64, u64, u64, u64) -> (std::time::Duration, u64),
+    pub new_key_cycle: fn(u64, u64) -> std::time::Duration,
     pub drain_cost: fn(u64, u64) -> std::time::Duration,
     pub cut_latency: fn(u64, u64) -> Latency,
     pub register_drop: fn(u64, u64) -> std::time::Duration,
@@ -304,6 +392,8 @@ macro_rules! conflate_suite {
     () => {
         retain_scenarios!(keybus_retain, keybus::conflate);
         retain_scenarios!(baseline_retain, keybus::baseline::conflate);
+        builder_scenarios!(keybus_builder, keybus::conflate);
+        builder_scenarios!(baseline_builder, keybus::baseline::conflate);
         conflate_scenarios!(keybus_impl, keybus::conflate);
         conflate_scenarios!(baseline_impl, keybus::baseline::conflate);
         conflate_scenarios!(
@@ -326,6 +416,8 @@ macro_rules! conflate_suite {
             no_receiver,
             fan_out,
             fan_out_counted,
+            fan_out_try_all,
+            new_key_cycle,
             drain_cost,
             cut_latency,
             register_drop,

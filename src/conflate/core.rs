@@ -363,7 +363,14 @@ impl<K, V> RxCore<K, V> {
         let mut q = lock(&cell.lock);
         if let Some(max) = self.max_pending {
             // Relaxed: written only under this lock.
-            let pending = cell.live.load(Ordering::Relaxed) - q.taken;
+            // `taken <= live` here: a pop counts a value it took (which was
+            // live), a cut sets `taken = live`, and a value a cut counted but
+            // that is then annihilated is taken back out in `retire`.
+            let pending = cell
+                .live
+                .load(Ordering::Relaxed)
+                .checked_sub(q.taken)
+                .expect("keybus: a bounded receiver counted more values taken than live");
             if pending >= max {
                 return None;
             }
@@ -386,8 +393,9 @@ impl<K, V> RxCore<K, V> {
     }
 
     /// Forgets an annihilated (or merge-panicked) pending value's ticket; called
-    /// with its shard locked.
-    fn retire(&self, seg: u32, ticket: NonZeroU32) {
+    /// with its shard locked. `epoch` is the cut epoch the value became pending
+    /// in.
+    fn retire(&self, seg: u32, ticket: NonZeroU32, epoch: u32) {
         let cell = &*self.queue;
         let mut q = lock(&cell.lock);
         if seg == q.seg {
@@ -395,8 +403,23 @@ impl<K, V> RxCore<K, V> {
             cell.queued.store(q.shared.len(), Ordering::Release);
         }
         // Otherwise the ticket is in the consumer's private list, which skips it.
+        if self.max_pending.is_some() && epoch != q.epoch {
+            // A cut started after this value became pending (a send read the
+            // old epoch, then its merge ran while the cut's queue section
+            // ran): that cut counted the value in `taken`, but it will find
+            // the ticket stale and deliver nothing. Take it back out, or
+            // `live - taken` would wrap once `live` drops below.
+            q.taken = q
+                .taken
+                .checked_sub(1)
+                .expect("keybus: a cut counted this value in `taken`");
+        }
         let live = cell.live.load(Ordering::Relaxed);
-        cell.live.store(live - 1, Ordering::Release);
+        cell.live.store(
+            live.checked_sub(1)
+                .expect("keybus: a retired value was counted live"),
+            Ordering::Release,
+        );
     }
 
     /// Moves the shared list into the consumer's (empty) private list. O(1).
@@ -844,14 +867,14 @@ where
                     .fetch_add(sends + 1, Ordering::Release);
                 slab.release(index);
                 keys.unindex(hash32, index);
-                self.retire(seg, ticket);
+                self.retire(seg, ticket, epoch);
                 Delivered::Annihilated(own_key)
             }
             Err(payload) => {
                 self.rare.dropped.fetch_add(sends + 1, Ordering::Release);
                 slab.release(index);
                 keys.unindex(hash32, index);
-                self.retire(seg, ticket);
+                self.retire(seg, ticket, epoch);
                 // The caller's shard guard is released as this unwinds.
                 panic::resume_unwind(payload);
             }

@@ -5,6 +5,7 @@
 //! cargo run --release -p keybus-benches --bin bench-report              # quick: under a minute
 //! cargo run --release -p keybus-benches --bin bench-report -- --full    # more rounds, longer runs
 //! cargo run --release -p keybus-benches --bin bench-report -- --only broadcast --rounds 5
+//! cargo run --release -p keybus-benches --bin bench-report -- --targets  # see `../targets/mod.rs`
 //! ```
 //!
 //! It runs the same scenarios as `cargo bench` (`benches/support/*_scenarios.rs`,
@@ -65,6 +66,14 @@ mod bc {
 #[cfg(feature = "metrics")]
 #[path = "../../support/metrics_scenarios.rs"]
 mod metrics_support;
+
+/// More conflate scenarios (the send paths of the redesign's targets).
+#[path = "../report_conflate.rs"]
+mod report_conflate;
+
+/// `--targets`: the redesign issue's target table, keybus against the baseline.
+#[path = "../targets/mod.rs"]
+mod targets;
 
 use common::Role;
 
@@ -177,6 +186,8 @@ struct Row {
 
 struct Options {
     full: bool,
+    /// `--targets`: run the target table instead of the report.
+    targets: bool,
     verbose: bool,
     rounds: usize,
     only: Option<String>,
@@ -186,6 +197,7 @@ struct Options {
 fn options() -> Options {
     let mut o = Options {
         full: false,
+        targets: false,
         verbose: false,
         rounds: 0,
         only: None,
@@ -193,8 +205,8 @@ fn options() -> Options {
     };
     // Flags via `lexopt` (`--flag value` or `--flag=value`).
     use lexopt::prelude::*;
-    let usage =
-        "bench-report [--quick | --full] [--rounds N] [--only SUBSTRING] [--out DIR] [--verbose]";
+    let usage = "bench-report [--quick | --full] [--targets] [--rounds N] [--only SUBSTRING] \
+                 [--out DIR] [--verbose]";
     let fail = |message: String| -> ! {
         eprintln!("{message} (try --help)");
         std::process::exit(2);
@@ -208,6 +220,7 @@ fn options() -> Options {
         match arg {
             Long("quick") => o.full = false,
             Long("full") => o.full = true,
+            Long("targets") => o.targets = true,
             Long("verbose") => o.verbose = true,
             Long("rounds") => {
                 let v = value(&mut parser);
@@ -225,7 +238,13 @@ fn options() -> Options {
         }
     }
     if o.rounds == 0 {
-        o.rounds = if o.full { 9 } else { 5 };
+        o.rounds = if o.targets {
+            targets::DEFAULT_ROUNDS
+        } else if o.full {
+            9
+        } else {
+            5
+        };
     }
     o
 }
@@ -350,7 +369,7 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
     });
     out.push(Scenario::new("conflate/no_receiver_send", n, entries));
     let fan_outs: [(&str, u64, u64, u64, u64, Plot); 10] = [
-        ("1x1_hot64", 1, 1, 64, 1_000_000, Plot::ConflateReceivers(1)),
+        ("1x1_hot64", 1, 1, 64, 2_000_000, Plot::ConflateReceivers(1)),
         ("1x1_cold10k", 1, 1, 10_000, 500_000, Plot::None),
         ("1x1_cold1M", 1, 1, 1_000_000, 1_000_000, Plot::None),
         ("1x4_hot64", 1, 4, 64, 100_000, Plot::ConflateReceivers(4)),
@@ -393,8 +412,9 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
                 .plot(plot)
         });
     }
-    // The state table's cost on the send path: the same work with and without
-    // `retain_latest`, keybus and the baseline (the peers have no table).
+    // A hub with `retain_latest`, keybus and the baseline (the peers have no
+    // table): the ratio is keybus+retain_latest over baseline+retain_latest (the baseline
+    // role), and the rows without a table show the table's cost on the send path.
     type RetainFn = fn(bool, u64) -> Duration;
     let retain_runs: [(&str, u64, RetainFn, RetainFn); 3] = [
         (
@@ -420,15 +440,15 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
         let n = sends * scale;
         let entry = |label: &'static str, role: Role, f: RetainFn, retain: bool| {
             Entry::new(label, role, timed(move || f(retain, n))).not_comparable(
-                (role == Role::Peer)
-                    .then_some("the baseline with a table: reference for the row above"),
+                (!retain)
+                    .then_some("without a table: × baseline is against baseline+retain_latest"),
             )
         };
         let entries = vec![
-            entry("keybus", Role::Keybus, keybus_fn, false),
             entry("keybus+retain_latest", Role::Keybus, keybus_fn, true),
-            entry("baseline", Role::Baseline, baseline_fn, false),
-            entry("baseline+retain_latest", Role::Peer, baseline_fn, true),
+            entry("baseline+retain_latest", Role::Baseline, baseline_fn, true),
+            entry("keybus", Role::Peer, keybus_fn, false),
+            entry("baseline", Role::Peer, baseline_fn, false),
         ];
         out.push(Scenario::new(
             format!("conflate/retain_latest/{name}"),
@@ -454,10 +474,8 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
         ));
     }
 
-    // Registration churn against the number of receivers already registered,
-    // and a coalescing send to many receivers (keybus and the baseline; the
-    // peers register per key or not at all, and tokio broadcast does not
-    // coalesce).
+    // Registration churn against the number of receivers already registered
+    // (keybus and the baseline; the peers register per key or not at all).
     for standing in [10u64, 1_000, 10_000] {
         // Fewer rounds where a registration may cost O(receivers).
         let iters = (20_000 * scale / (1 + standing / 100)).max(20);
@@ -471,16 +489,9 @@ fn scenarios(scale: u64) -> Vec<Scenario> {
             entries,
         ));
     }
-    let n = 2_000 * scale;
-    let entries = conflate_entries(false, |imp| {
-        let f = imp.coalescing_send;
-        timed(move || f(1_000, n))
-    });
-    out.push(Scenario::new(
-        "conflate/coalescing_send/1000_receivers",
-        n,
-        entries,
-    ));
+    // The coalescing send (1 to 1,000 receivers, four kinds), the new-key
+    // cycle, the counted no-receiver send, `try_recv_all` fan-outs.
+    out.extend(report_conflate::scenarios(scale));
 
     // Last, as it was while keybus kept process-wide state (see the scenario).
     let n = 100_000 * scale;
@@ -993,6 +1004,10 @@ fn latency_chart(path: &Path, backlog: u64, data: &Series, labels: &[&str]) -> D
 
 fn main() {
     let opts = options();
+    if opts.targets {
+        targets::main(&opts);
+        return;
+    }
     let started = Instant::now();
     let scale = if opts.full { 5 } else { 1 };
     #[allow(unused_mut)]

@@ -12,6 +12,7 @@
 //! [`Conflate`]: crate::conflate_api::Conflate
 
 pub mod api_rules_1_4;
+pub mod bounded;
 pub mod rules_11_14;
 pub mod rules_5_7;
 pub mod rules_8_9;
