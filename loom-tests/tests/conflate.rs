@@ -24,12 +24,17 @@ use keybus::conflate::{Hub, Receiver, Sender};
 use keybus::TryRecvError;
 use loom::thread;
 
-/// Two keys that land on different shards of a receiver.
+/// Two keys that land on different shards of the hub's cells and of a
+/// receiver with its own values.
 fn two_shard_keys() -> (u32, u32) {
     let a = 0u32;
+    let (cell_a, own_a) = keybus::conflate::__loom_shard_of(&a);
     let b = (1..1000)
-        .find(|k| keybus::conflate::__loom_shard_of(k) != keybus::conflate::__loom_shard_of(&a))
-        .expect("some key on another shard");
+        .find(|k| {
+            let (cell, own) = keybus::conflate::__loom_shard_of(k);
+            cell != cell_a && own != own_a
+        })
+        .expect("some key on other shards");
     (a, b)
 }
 

@@ -177,14 +177,20 @@ use shared::Shared;
 use std::fmt;
 use std::hash::Hash;
 
-/// Which of a receiver's shards `key` lands in (loom models pick keys on distinct
-/// shards with it; the hasher is fixed under loom).
+/// Which shards `key` lands in: (the hub's cells, a receiver with its own
+/// values). Loom models pick keys on distinct shards with it; the hasher is
+/// fixed under loom.
 #[cfg(loom)]
 #[doc(hidden)]
-pub fn __loom_shard_of<K: Hash>(key: &K) -> usize {
+pub fn __loom_shard_of<K: Hash>(key: &K) -> (usize, usize) {
     use std::hash::BuildHasher;
-    core::shard_index(shared::HashState::default().hash_one(key))
+    let hash = shared::HashState::default().hash_one(key);
+    (cells::shard_of(hash), core::shard_index(hash))
 }
+
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __loom;
 
 /// The construction handle of a conflate bus: a cheap `Clone` handle, `Send +
 /// Sync`. Holding a hub keeps the send side open; see the

@@ -134,9 +134,13 @@ where
         match self {
             Kind::Own(..) => crate::sync::fence(crate::sync::Ordering::SeqCst),
             Kind::Cells(rx, local) => {
-                // A `false` (a push got in first) needs nothing: the look
-                // after this finds it.
+                // Pushes wake a parked consumer through the queue's tail word
+                // (a `false`: a push got in first, and the look after this
+                // finds it). Closes and the last send after a close wake it
+                // through the event: for those, the fence pairs with the one
+                // `notify` starts with, as for the other kind.
                 let _ = local.park(rx);
+                crate::sync::fence(crate::sync::Ordering::SeqCst);
             }
         }
     }

@@ -263,7 +263,10 @@ impl<K, V> Shared<K, V> {
             self.tick();
             self.state.remove_receiver();
         }
-        self.maybe_collect(w);
+        // No collection here: the consumer lets go of its entries next (it
+        // walks them, clearing their marks), then `let_go` collects, so the
+        // grace period comes after that walk and the clean-up catches what
+        // sends in flight pushed meanwhile.
     }
 
     /// A cell receiver's consumer let go of it (after a hard close): it may be

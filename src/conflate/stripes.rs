@@ -48,7 +48,7 @@ struct Chunk([std::sync::atomic::AtomicU64; CHUNK]);
 /// Model threads per hub that get a stripe of their own (more share the
 /// shared stripe).
 #[cfg(any(loom, shuttle))]
-const MODEL_STRIPES: usize = 8;
+const MODEL_STRIPES: usize = 3;
 
 /// One hub's stripes.
 pub(crate) struct Stripes {

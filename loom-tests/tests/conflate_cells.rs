@@ -1,0 +1,113 @@
+//! Loom models of the hub's cells and the registry around them
+//! (`src/conflate/cells/`, `registry.rs`, `shared.rs`; docs/design.md, "One
+//! cell per key"), through the public API: receiver ids reused only after the
+//! marks of their last owner are gone, and a snapshot registration that holds
+//! off every send in flight, also one that entered before a plain
+//! registration.
+//!
+//! Run one: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release
+//! -p keybus-loom-tests --test conflate_cells MODEL`.
+#![cfg(loom)]
+
+use keybus::conflate::Hub;
+use keybus::TryRecvError;
+use loom::thread;
+
+/// Explores `f` with room for the hub's whole send path in one execution.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.max_branches = 50_000;
+    b.check(f);
+}
+
+/// Trap 14 (per-receiver marks in a shared cell reuse receiver ids): a cell
+/// receiver dropped while a send for a key is in flight, then a new receiver
+/// that may take the dropped one's id. The new receiver must not be born with
+/// the key pending (a mark a send in flight left for the old owner): a later
+/// send of the key reaches it as a fresh entry, with `sends == 1` (or 2 if the
+/// racing send reached it too), and nothing else is pending.
+#[test]
+fn a_reused_receiver_id_starts_with_nothing_pending() {
+    model(|| {
+        let hub = Hub::<u32, u32>::new();
+        let tx = hub.sender();
+        let old = hub.receiver();
+        let sender = {
+            let tx = tx.clone();
+            thread::spawn(move || tx.send(5, 1).unwrap())
+        };
+        // Let the send start first (read the list with `old` in it).
+        thread::yield_now();
+        drop(old);
+        let mut new = hub.receiver();
+        sender.join().unwrap();
+        // The racing send reached `new` (registered before it read the list)
+        // or not; either way exactly what reached it is pending.
+        let raced = new.len();
+        assert!(raced <= 1, "at most the racing send: {raced}");
+        tx.send(5, 2).unwrap();
+        let e = new
+            .try_recv()
+            .expect("the later send reaches the new receiver");
+        assert_eq!((e.key, e.value), (5, 2));
+        assert_eq!(
+            e.sends,
+            1 + raced as u64,
+            "sends counts only what reached it"
+        );
+        assert_eq!(new.try_recv().err(), Some(TryRecvError::Empty));
+        let s = new.stats();
+        assert_eq!(s.received, 1 + raced as u64);
+    });
+}
+
+/// Snapshot registration after a plain registration, with a send in flight
+/// across both (issue 18's first hole): the snapshot receiver (one with its
+/// own values, `max_pending`, which copies the table) must hold the send
+/// exactly once — in its snapshot (`sends == 0`, the table had it) or as a
+/// delivery (`sends == 1`) — never both, never neither.
+#[test]
+fn snapshot_registration_holds_off_a_send_in_flight_across_a_plain_one() {
+    model(|| {
+        let hub = Hub::<u32, u32>::builder().retain_latest().build();
+        let tx = hub.sender();
+        let sender = {
+            let tx = tx.clone();
+            thread::spawn(move || tx.send(3, 7).unwrap())
+        };
+        let _plain = hub.receiver();
+        let mut snap = hub.receiver_builder().max_pending(4).snapshot().build();
+        sender.join().unwrap();
+        let got: Vec<_> = std::iter::from_fn(|| snap.try_recv().ok())
+            .map(|e| (e.key, e.value, e.sends))
+            .collect();
+        assert!(
+            got == vec![(3, 7, 0)] || got == vec![(3, 7, 1)],
+            "the send exactly once: {got:?}"
+        );
+        assert_eq!(hub.latest(&3), Some(7));
+    });
+}
+
+/// The same for a snapshot receiver that shares the hub's cells.
+#[test]
+fn cell_snapshot_registration_holds_the_send_exactly_once() {
+    model(|| {
+        let hub = Hub::<u32, u32>::builder().retain_latest().build();
+        let tx = hub.sender();
+        let sender = {
+            let tx = tx.clone();
+            thread::spawn(move || tx.send(3, 7).unwrap())
+        };
+        let _plain = hub.receiver();
+        let mut snap = hub.receiver_builder().snapshot().build();
+        sender.join().unwrap();
+        let got: Vec<_> = std::iter::from_fn(|| snap.try_recv().ok())
+            .map(|e| (e.key, e.value, e.sends))
+            .collect();
+        assert!(
+            got == vec![(3, 7, 0)] || got == vec![(3, 7, 1)],
+            "the send exactly once: {got:?}"
+        );
+    });
+}

@@ -1,0 +1,70 @@
+//! Loom models of the sends-in-flight stripes against a close
+//! (`src/conflate/stripes.rs`, `barrier.rs`; docs/design.md, "Sends in flight:
+//! one stripe per thread"). Under loom both sides of the asymmetric fence are
+//! `SeqCst` fences, which loom models: these check the Dekker pairing itself.
+//!
+//! Run one: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release
+//! -p keybus-loom-tests --test conflate_stripes MODEL`.
+#![cfg(loom)]
+
+use keybus::conflate::__loom::StripesModel;
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+/// A send racing a close: the close sets the closed bit, then a receiver told of
+/// the close waits until no stripe is in flight and looks at what was
+/// published. A send that returned "published" must be visible then; one that
+/// saw the close published nothing. Trap: the store→load pairing without its
+/// fences (a send that marked itself in flight too late for the close to see,
+/// and read the word too early to see the close).
+#[test]
+fn close_vs_send_the_close_waits_for_every_send_that_missed_it() {
+    loom::model(|| {
+        let m = Arc::new(StripesModel::default());
+        let published = Arc::new(AtomicBool::new(false));
+        let sender = {
+            let (m, published) = (m.clone(), published.clone());
+            thread::spawn(move || m.send(|| published.store(true, Ordering::Relaxed)))
+        };
+        m.close();
+        // The receiver's drained check: wait while a send is in flight.
+        while !m.quiescent() {
+            thread::yield_now();
+        }
+        let seen = published.load(Ordering::Relaxed);
+        let sent = sender.join().unwrap();
+        assert_eq!(
+            seen, sent,
+            "a send that returned published must be visible once the close sees none in flight"
+        );
+        assert_eq!(m.sent(), u64::from(sent));
+    });
+}
+
+/// A registry writer's grace period (`wait_for_sends_in_flight`) after a
+/// decision it stored: a send that did not see the decision has finished
+/// before the writer goes on. Here the decision is the closed bit and the
+/// "release" is a flag the send must not find set while it runs.
+#[test]
+fn grace_period_waits_for_a_send_that_missed_the_decision() {
+    loom::model(|| {
+        let m = Arc::new(StripesModel::default());
+        let released = Arc::new(AtomicBool::new(false));
+        let sender = {
+            let (m, released) = (m.clone(), released.clone());
+            thread::spawn(move || {
+                m.send(|| {
+                    assert!(
+                        !released.load(Ordering::Relaxed),
+                        "freed under a send that entered before the decision"
+                    );
+                })
+            })
+        };
+        m.close();
+        m.wait_for_sends_in_flight();
+        released.store(true, Ordering::Relaxed);
+        sender.join().unwrap();
+    });
+}
