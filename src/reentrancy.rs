@@ -2,11 +2,11 @@
 //!
 //! A send runs user code — a merge, a key filter, a key's or value's `Clone`,
 //! `Eq`, `Hash` or `Drop` — while it holds something a hub call needs: in the
-//! lock-free hub, the send is counted in flight, and registering, deregistering or
-//! closing waits for every send in flight to finish (the registry's grace period,
-//! see docs/design.md, "Conflate: the registry"); a re-entrant send may also need
-//! the shard lock its caller holds. In the baseline the send holds the one hub
-//! mutex. Either way the call would wait for the very send it runs inside.
+//! lock-free hub, the send is in flight on its thread's stripe (a nested send
+//! would find it so), a deregistration may wait for every send in flight (a
+//! grace period, see docs/design.md, "The registry"), and a re-entrant send may
+//! need the shard lock its caller holds. In the baseline the send holds the one
+//! hub mutex. Either way the call would wait for the very send it runs inside.
 //!
 //! Each thread keeps the list of hubs whose send it is running right now (a list,
 //! not one entry, because user code may legitimately send into *another* hub). A

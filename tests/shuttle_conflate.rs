@@ -126,7 +126,7 @@ fn close_races_many_senders() {
 /// coalesce into slots that a cut may have taken), against a consumer taking cuts.
 /// Values are one bit per send and merge by OR, so a batch says exactly which sends
 /// it holds: per sender, everything received up to any cut must be a prefix of
-/// that sender's sends (a cut is one instant, docs/design.md, "The cut is one instant" and "Coalescing versus pop").
+/// that sender's sends (a cut is one instant, docs/design.md, "The cut is one instant" and "Own-value receivers: the core").
 #[test]
 fn cuts_are_instants_with_two_senders() {
     const KEYS: [u32; 6] = [0, 1, 0, 2, 1, 3];

@@ -205,7 +205,7 @@ fn cut_is_one_instant_with_a_merge() {
     });
 }
 
-/// docs/design.md, "Coalescing versus pop": coalescing into a slot that a concurrent pop takes.
+/// docs/design.md, "Own-value receivers: the core": coalescing into a slot that a concurrent pop takes.
 /// Four sends of one key (summing merge, values 1, 10, 100, 1000) against three
 /// pops: each merge lands either in the popped value (delivered now) or in a
 /// fresh slot (delivered later): never lost, never seen twice, and every

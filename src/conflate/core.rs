@@ -1,6 +1,6 @@
 //! One receiver's pending state: sharded key slabs plus the first-touch queue.
 //!
-//! ## Layout (docs/design.md, "The receiver core")
+//! ## Layout (docs/design.md, "Own-value receivers: the core")
 //!
 //! - `shards`: `SHARDS` mutex-guarded [`Keys`] (a slab of entries with stable
 //!   indices and a hash table of those indices, `slab.rs`), chosen by the key's
@@ -16,7 +16,7 @@
 //!
 //! Lock order is shard → queue.
 //!
-//! ## Why each race is safe (docs/design.md, "The cut is one instant" and "Coalescing versus pop")
+//! ## Why each race is safe (docs/design.md, "The cut is one instant" and "Own-value receivers: the core")
 //!
 //! - **Coalesce versus pop.** An entry's value is taken, merged into and
 //!   annihilated only under its shard lock, and a ticket matches an entry only by

@@ -105,14 +105,18 @@
 //! Merges and key filters run on the sending thread with no bus-wide lock held (a
 //! merge holds only its key's shard lock of one receiver). If one panics, the panic
 //! reaches the caller of `send`, and the bus stays usable: no lock is poisoned, the
-//! in-flight count is restored, later sends reach every receiver. What became of
-//! that send:
+//! send is no longer counted in flight, later sends reach every receiver. What
+//! became of that send:
 //!
-//! - receivers before the panicking one in the fan-out (registration order) have it;
+//! - a send reaches the *plain* receivers first (every key, the hub's newer-wins
+//!   merge, no bound: they share the hub's one value per key, in one step), then
+//!   the others in registration order: those before the panicking one have it,
 //!   the panicking receiver and those after it do not;
 //! - a panicking **key filter** changes nothing at its receiver;
 //! - a panicking **merge** drops that receiver's pending value for the key (both
-//!   inputs were moved into the merge): the key is no longer pending there.
+//!   inputs were moved into the merge): the key is no longer pending there;
+//! - a panicking hub merge (the state table's fold, in a hub built with one)
+//!   removes its key from the table, and the send reaches no receiver.
 //!
 //! # Thread safety
 //!
@@ -121,26 +125,25 @@
 //!
 //! # Design and performance
 //!
-//! No lock is shared by the whole bus on the send path. A send loads the hub's
-//! state word (closed bits, live receivers, sends in flight per receiver-list
-//! slot), enters with one compare-and-swap that also picks the receiver list it
-//! will read (an RCU-style grace period counted in the same word, see
-//! `registry.rs`), hashes the key once, and per receiver locks only the key's
-//! shard (16 per receiver). A send that coalesces allocates nothing and touches
-//! nothing else; a key that was not pending also takes the receiver's queue lock
-//! for an O(1) append. The consumer refills a private list from the shared queue
-//! in one O(1) swap, and a cut holds publishers up only for an O(1) swap, whatever
-//! the backlog: the cut's instant is that swap together with an epoch bump, and a
-//! send merges only into a slot of the current epoch (see `core.rs`).
+//! No lock is shared by the whole bus on the send path, and no shared
+//! read-modify-write either: a send marks itself in flight on a word its thread
+//! owns (paired with the rare closes and registrations by an asymmetric fence),
+//! loads the hub's state word once, and hashes the key once. The plain receivers
+//! share one *cell* per key in the hub: a send for a key pending at all of them
+//! is one lock of the key's cell shard (one compare-and-swap; the release is a
+//! store) and one write, however many they are. A send for a key not pending
+//! at one of them pushes an entry to that receiver's lock-free first-touch queue
+//! (one compare-and-swap). A receiver with a key filter, its own merge or a bound
+//! keeps its own values, sharded, and costs one shard lock per send on top.
 //!
-//! The state table is sharded like a receiver (16 mutex-guarded maps); a send
-//! updates it inside its in-flight window. A snapshot receiver's registration
-//! sets a `QUIESCE` bit in the state word, waits until no send is in flight,
-//! copies the table into the receiver, registers it and clears the bit: sends
-//! on that hub stall for O(table) meanwhile (only hubs with a table, only while
-//! a snapshot receiver registers). Receiver counters live beside each shard
-//! lock and are written under it with plain stores; the hub's `sent` count
-//! lives in per-thread slots. See docs/design.md for the cost table.
+//! A cut (`try_recv_all`) is one read-modify-write of the receiver's queue word;
+//! it then takes its entries 32 at a time, so a publisher waits for at most one
+//! such window, whatever the backlog. With `retain_latest` the cells are the
+//! state table, so keeping it costs a send nothing more. A snapshot receiver's
+//! registration holds sends off while it copies the table (only hubs with a
+//! table, only while a snapshot receiver registers). The arguments, the traps
+//! they rule out and the cost of each operation next to the one-mutex baseline:
+//! `docs/design.md` in the repository.
 //!
 //! Measured figures (throughput against the baseline, bytes per pending key and
 //! per idle receiver) are kept in one place, `docs/performance.md`, written from
@@ -268,7 +271,7 @@ where
     /// the table, or the hub was built without
     /// [`retain_latest`](HubBuilder::retain_latest).
     ///
-    /// One hash, one table-shard lock (the lock a send for a key of that shard
+    /// One hash, one cell-shard lock (the lock a send for a key of that shard
     /// takes for its table update), one clone of the value; never waits for
     /// anything else.
     ///
@@ -288,7 +291,7 @@ where
     /// hub's merge returns `None`. Empty without
     /// [`retain_latest`](HubBuilder::retain_latest).
     ///
-    /// Locks every table shard (in a fixed order) before copying, so sends for
+    /// Locks every cell shard (in a fixed order) before copying, so sends for
     /// any key wait for O(keys) clones; allocates the returned `Vec` and sorts
     /// it (O(keys log keys)) after the locks are released.
     ///
@@ -315,7 +318,7 @@ where
 
     /// The send side's accounting: sends accepted and refused, receivers live.
     /// See [`HubStats`]. Never blocks a sender: lock-free loads (the per-thread
-    /// stripes of the `sent` count, a counter, the state word). Exact once no
+    /// stripes that count `sent`, a counter, the state word). Exact once no
     /// send runs.
     pub fn stats(&self) -> HubStats {
         self.shared.stats()
@@ -417,11 +420,12 @@ where
     /// the merge removes the key. Enables [`Hub::latest`], [`Hub::snapshot`]
     /// and [`ReceiverBuilder::snapshot`]. Memory: one entry per live key.
     ///
-    /// Cost per send: it always enters (one compare-and-swap, even with no
-    /// receiver), then one table-shard lock, one lookup and one value clone
-    /// (plus a key clone and one `fetch_add` when the key enters the table).
-    /// A hub without it pays nothing: the send path tests "no receiver and no
-    /// table" with one mask of the state word it loads anyway.
+    /// Cost per send: the table is the hub's cells, so a send writes its
+    /// key's cell (one shard lock, one lookup, the value moved in) even with no
+    /// receiver, and the plain receivers share that write; a key entering the
+    /// table also clones the key and takes a first-touch number (one
+    /// `fetch_add`). A hub without it pays nothing: the send path tests "no
+    /// receiver and no table" with one mask of the state word it loads anyway.
     pub fn retain_latest(self) -> Self {
         HubBuilder {
             retain: true,

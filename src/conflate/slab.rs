@@ -1,5 +1,5 @@
 //! One shard's pending entries: a slab with stable indices, and a hash table of
-//! those indices (docs/design.md, "The receiver core").
+//! those indices (docs/design.md, "Own-value receivers: the core").
 //!
 //! The key is stored once, in its entry. The table (`HashTable<u32>`) holds slab
 //! indices, hashed by 32 bits of the hub's hash that the entry keeps, so a

@@ -631,7 +631,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     fn note_order(&self, sh: &mut Locked<'_, K, V>, i: u32) {
         // Relaxed: the number only has to be unique and increase along the
         // happens-before order of insertions (the RMW's modification order
-        // gives both; see docs/design.md, "The table").
+        // gives both; see docs/design.md, "The state table is the cells").
         let order = self.next_order.fetch_add(1, Ordering::Relaxed);
         let orders = &mut sh.d.orders;
         if orders.len() <= i as usize {
