@@ -68,3 +68,29 @@ fn grace_period_waits_for_a_send_that_missed_the_decision() {
         sender.join().unwrap();
     });
 }
+
+/// The last send in flight after a close wakes the receivers: a receiver told
+/// of the close that still sees the send in flight parks, and only the send's
+/// leaving can wake it. So whenever the receiver's check saw the send in
+/// flight, the send, as it left, saw the close (and woke it). Trap: a lost
+/// wake-up after a close (the receiver waits for a send that left without
+/// looking).
+#[test]
+fn a_send_leaving_after_a_close_sees_it_when_a_receiver_waits_for_it() {
+    loom::model(|| {
+        let m = Arc::new(StripesModel::default());
+        let sender = {
+            let m = m.clone();
+            thread::spawn(move || m.send_seeing_close(|| {}))
+        };
+        m.close();
+        let waited = !m.quiescent();
+        let (_, woke) = sender.join().unwrap();
+        if waited {
+            assert!(
+                woke,
+                "a receiver waits for a send that left without waking it"
+            );
+        }
+    });
+}

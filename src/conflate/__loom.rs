@@ -106,15 +106,21 @@ impl StripesModel {
     /// word; runs `publish` if the send side is open. Returns whether it
     /// published.
     pub fn send(&self, publish: impl FnOnce()) -> bool {
+        self.send_seeing_close(publish).0
+    }
+
+    /// [`StripesModel::send`], also returning whether the send, as it left,
+    /// saw the close (and would wake the receivers).
+    pub fn send_seeing_close(&self, publish: impl FnOnce()) -> (bool, bool) {
         let stripe = self.stripes.mine();
         stripe.enter();
         if self.state.load().tx_closed() {
-            stripe.leave(false);
-            return false;
+            let woke = super::stripes::leave_and_see_close(stripe, false, &self.state);
+            return (false, woke);
         }
         publish();
-        stripe.leave(true);
-        true
+        let woke = super::stripes::leave_and_see_close(stripe, true, &self.state);
+        (true, woke)
     }
 
     /// `Sender::close`'s half: the closed bit, then the rare side's fence.

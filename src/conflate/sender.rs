@@ -1,10 +1,9 @@
 //! The send side: a cheap handle; a send takes no lock shared by the whole bus.
 
-use super::barrier;
 use super::core::RxCore;
 use super::registry::Listed;
 use super::shared::Shared;
-use super::stripes::Stripe;
+use super::stripes::{leave_and_see_close, Stripe};
 use crate::error::SendError;
 use crate::hub_word::HubWord;
 use crate::reentrancy::SendScope;
@@ -30,20 +29,16 @@ struct InFlight<'a, K, V> {
 
 impl<K, V> Drop for InFlight<'_, K, V> {
     fn drop(&mut self) {
-        self.stripe.leave(true);
-        leave_after_close(self.shared);
+        leave(self.shared, self.stripe, true);
     }
 }
 
-/// After leaving: if the send side closed meanwhile, a receiver may be waiting
-/// for this very send to leave before it reports `Closed`; wake them all.
-/// The fence pairs with the close's heavy one: either the close saw this
-/// stripe in flight (and its receivers wait for this wake), or this load sees
-/// `TX_CLOSED`... or both; never neither (see `stripes.rs`).
+/// Leaves the stripe; if the send side closed meanwhile, a receiver may be
+/// waiting for this very send to leave before it reports `Closed`: wake them
+/// all (see `stripes::leave_and_see_close`).
 #[inline]
-fn leave_after_close<K, V>(shared: &Shared<K, V>) {
-    barrier::light();
-    if shared.state.load().tx_closed() {
+fn leave<K, V>(shared: &Shared<K, V>, stripe: Stripe<'_>, counted: bool) {
+    if leave_and_see_close(stripe, counted, &shared.state) {
         shared.wake_all();
     }
 }
@@ -120,14 +115,12 @@ where
             stripe.enter();
             let now = shared.state.load();
             if now.tx_closed() {
-                stripe.leave(false);
-                leave_after_close(shared);
+                leave(shared, stripe, false);
                 return shared.refuse(key, value);
             }
             if now.idle() {
                 // The last receiver left since the first look.
-                stripe.leave(true);
-                leave_after_close(shared);
+                leave(shared, stripe, true);
                 return Ok(());
             }
             if !now.quiescing() {

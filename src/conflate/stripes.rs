@@ -29,6 +29,8 @@
 //! live in a process-wide table), written with the same plain stores.
 
 use super::barrier;
+use super::state::HubState;
+use crate::hub_word::HubWord;
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 /// One accepted send in a stripe's count.
@@ -133,6 +135,19 @@ impl Stripe<'_> {
             }
         }
     }
+}
+
+/// Ends a send in flight on `stripe` (see [`Stripe::leave`]), then tells
+/// whether the send side closed meanwhile: the caller must then wake the
+/// receivers, one of which may be waiting for this very send to leave before
+/// it reports `Closed`. The fence pairs with the close's heavy one: either the
+/// close (and the receivers it told) sees this stripe left, or this load sees
+/// `TX_CLOSED` — never neither.
+#[inline]
+pub(crate) fn leave_and_see_close(stripe: Stripe<'_>, counted: bool, state: &HubState) -> bool {
+    stripe.leave(counted);
+    barrier::light();
+    state.load().tx_closed()
 }
 
 impl Stripes {
