@@ -65,13 +65,49 @@ struct Array<T> {
 }
 
 impl<T> Array<T> {
-    fn new(capacity: usize) -> Box<Self> {
-        Box::new(Array {
+    fn new(capacity: usize) -> Owned<T> {
+        let array = Box::new(Array {
             len: AtomicUsize::new(0),
             entries: (0..capacity)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
-        })
+        });
+        Owned(std::ptr::NonNull::from(Box::leak(array)))
+    }
+}
+
+/// An array the writer owns, by raw pointer: sends read it through the
+/// published pointer while the writer moves its handle around, so the handle
+/// must not be a `Box` (whose moves would claim unique access to the array).
+struct Owned<T>(std::ptr::NonNull<Array<T>>);
+
+// SAFETY: `Owned` is the writer's handle on an array of atomics that sends
+// read concurrently; the array holds `AtomicPtr<T>`s only, shareable across
+// threads for any `T` (the pointees' sharing is argued where they are used).
+unsafe impl<T> Send for Owned<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Owned<T> {}
+
+impl<T> Owned<T> {
+    fn as_ptr(&self) -> *mut Array<T> {
+        self.0.as_ptr()
+    }
+}
+
+impl<T> std::ops::Deref for Owned<T> {
+    type Target = Array<T>;
+    fn deref(&self) -> &Array<T> {
+        // SAFETY: the array is live until `Owned` drops (it was leaked from a
+        // box in `Array::new`), and only shared references to it exist.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::leak` in `Array::new`; dropped once, after every
+        // send that could read it left (it is retired until a grace period).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
@@ -121,9 +157,9 @@ impl<'a, T> Listed<'a, T> {
 }
 
 impl<T> List<T> {
-    fn new(first: &Array<T>) -> Self {
+    fn new(first: &Owned<T>) -> Self {
         List {
-            array: AtomicPtr::new(first as *const Array<T> as *mut Array<T>),
+            array: AtomicPtr::new(first.as_ptr()),
         }
     }
 
@@ -172,7 +208,7 @@ impl<K, V> Registry<K, V> {
 
 /// One list's writer side.
 struct Side<T> {
-    array: Box<Array<T>>,
+    array: Owned<T>,
     /// The length published (entries in use or holes below it).
     len: usize,
     /// Indices below `len` free for a new receiver now.
@@ -195,7 +231,7 @@ impl<T> Side<T> {
 
     /// Lists `item` (one count of it, from the caller). Returns its index and
     /// the array it replaced, if it grew.
-    fn add(&mut self, list: &List<T>, item: Arc<T>) -> (usize, Option<Box<Array<T>>>) {
+    fn add(&mut self, list: &List<T>, item: Arc<T>) -> (usize, Option<Owned<T>>) {
         assert!(self.live < MAX_LISTED, "too many receivers on one hub");
         let mut old = None;
         let at = match self.holes.pop() {
@@ -211,10 +247,7 @@ impl<T> Side<T> {
                     grown.len.store(self.len, Ordering::Relaxed);
                     let prev = std::mem::replace(&mut self.array, grown);
                     // Release: a send that loads the new array sees its entries.
-                    list.array.store(
-                        &*self.array as *const Array<T> as *mut Array<T>,
-                        Ordering::Release,
-                    );
+                    list.array.store(self.array.as_ptr(), Ordering::Release);
                     old = Some(prev);
                 }
                 self.len += 1;
@@ -233,7 +266,7 @@ impl<T> Side<T> {
 
     /// Copies the listed entries, in order, into a fresh array and publishes
     /// it; returns the old one (to retire: sends may still read it).
-    fn compact(&mut self, list: &List<T>) -> Box<Array<T>> {
+    fn compact(&mut self, list: &List<T>) -> Owned<T> {
         let fresh = Array::new(MIN_CAPACITY.max(2 * self.live + 1));
         let mut len = 0;
         for entry in &self.array.entries[..self.len] {
@@ -250,10 +283,7 @@ impl<T> Side<T> {
         self.holes.clear();
         let old = std::mem::replace(&mut self.array, fresh);
         // Release: a send that loads the new array sees its entries.
-        list.array.store(
-            &*self.array as *const Array<T> as *mut Array<T>,
-            Ordering::Release,
-        );
+        list.array.store(self.array.as_ptr(), Ordering::Release);
         old
     }
 
@@ -287,13 +317,12 @@ impl<T> Drop for Side<T> {
 }
 
 /// What waits for a grace period.
-#[allow(clippy::vec_box)] // arrays are published by address: they stay boxed
 struct Retired<K, V> {
     own: Vec<Arc<RxCore<K, V>>>,
     /// With the id each had.
     cells: Vec<(usize, Arc<CellRx>)>,
-    own_arrays: Vec<Box<Array<RxCore<K, V>>>>,
-    cell_arrays: Vec<Box<Array<CellRx>>>,
+    own_arrays: Vec<Owned<RxCore<K, V>>>,
+    cell_arrays: Vec<Owned<CellRx>>,
 }
 
 impl<K, V> Retired<K, V> {
