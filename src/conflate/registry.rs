@@ -65,7 +65,7 @@ struct Array<T> {
 }
 
 impl<T> Array<T> {
-    fn new(capacity: usize) -> Owned<T> {
+    fn allocate(capacity: usize) -> Owned<T> {
         let array = Box::new(Array {
             len: AtomicUsize::new(0),
             entries: (0..capacity)
@@ -98,14 +98,14 @@ impl<T> std::ops::Deref for Owned<T> {
     type Target = Array<T>;
     fn deref(&self) -> &Array<T> {
         // SAFETY: the array is live until `Owned` drops (it was leaked from a
-        // box in `Array::new`), and only shared references to it exist.
+        // box in `Array::allocate`), and only shared references to it exist.
         unsafe { self.0.as_ref() }
     }
 }
 
 impl<T> Drop for Owned<T> {
     fn drop(&mut self) {
-        // SAFETY: from `Box::leak` in `Array::new`; dropped once, after every
+        // SAFETY: from `Box::leak` in `Array::allocate`; dropped once, after every
         // send that could read it left (it is retired until a grace period).
         drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
@@ -221,7 +221,7 @@ struct Side<T> {
 impl<T> Side<T> {
     fn new() -> Self {
         Side {
-            array: Array::new(MIN_CAPACITY),
+            array: Array::allocate(MIN_CAPACITY),
             len: 0,
             holes: Vec::new(),
             index: HashMap::new(),
@@ -238,7 +238,7 @@ impl<T> Side<T> {
             Some(at) => at,
             None => {
                 if self.len == self.array.entries.len() {
-                    let grown = Array::new(2 * self.array.entries.len());
+                    let grown = Array::allocate(2 * self.array.entries.len());
                     for (to, from) in grown.entries.iter().zip(self.array.entries.iter()) {
                         // Relaxed: only the writer stores entries; the new
                         // array is published (Release) below.
@@ -267,7 +267,7 @@ impl<T> Side<T> {
     /// Copies the listed entries, in order, into a fresh array and publishes
     /// it; returns the old one (to retire: sends may still read it).
     fn compact(&mut self, list: &List<T>) -> Owned<T> {
-        let fresh = Array::new(MIN_CAPACITY.max(2 * self.live + 1));
+        let fresh = Array::allocate(MIN_CAPACITY.max(2 * self.live + 1));
         let mut len = 0;
         for entry in &self.array.entries[..self.len] {
             // Relaxed: only the writer stores entries; published below.
