@@ -40,12 +40,13 @@
 //!   already moved to the consumer's private list, the consumer skips it as stale
 //!   when it gets there.
 
+use super::lock::ShardMutex;
 use super::slab::{pack, unpack, Entry, Keys, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
 use crate::stats::{bump, ReceiverStats};
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Notify, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Notify, Ordering};
 use crossbeam_utils::CachePadded;
 use std::mem;
 use std::num::NonZeroU32;
@@ -119,7 +120,7 @@ struct Queued {
 /// counters live in [`Rare`], once per receiver.
 #[repr(C, align(64))]
 struct Shard<K, V> {
-    lock: Mutex<Keys<K, V>>,
+    lock: ShardMutex<Keys<K, V>>,
     /// Sends that reached the receiver past its filter and landed here.
     received: AtomicU64,
     /// Sends its filter rejected. Counted before any lock is taken, so this one
@@ -141,9 +142,10 @@ struct Rare {
 }
 
 impl<K, V> Shard<K, V> {
-    fn new() -> Self {
+    /// `park`: the receiver's merge is user code, which runs under this lock.
+    fn new(park: bool) -> Self {
         Shard {
-            lock: Mutex::new(Keys::default()),
+            lock: ShardMutex::new(park, Keys::default()),
             received: AtomicU64::new(0),
             filtered: AtomicU64::new(0),
         }
@@ -178,7 +180,7 @@ struct Queue {
 /// the lock every send needs just to learn the queue is empty, and keeps every
 /// read-modify-write of the pending count off the cross-core path.
 struct QueueCell {
-    lock: Mutex<Queue>,
+    lock: ShardMutex<Queue>,
     /// Tickets in the shared list.
     queued: AtomicUsize,
     /// Values that became pending (one per ticket ever pushed), less those that
@@ -230,23 +232,28 @@ fn event<K, V>(entry: Entry<K, V>) -> Event<K, V> {
 
 impl<K, V> RxCore<K, V> {
     pub(crate) fn new(filter: KeyFilter<K>, merge: Merge<V>, max_pending: Option<usize>) -> Self {
+        let park = !matches!(merge, Merge::NewerWins);
         RxCore {
             filter,
             merge,
             max_pending: max_pending.map(|n| n as u64),
-            shards: (0..SHARDS).map(|_| Shard::new()).collect(),
+            shards: (0..SHARDS).map(|_| Shard::new(park)).collect(),
             rare: Rare {
                 annihilated: AtomicU64::new(0),
                 overflowed: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
             },
             queue: CachePadded::new(QueueCell {
-                lock: Mutex::new(Queue {
-                    shared: TicketList::default(),
-                    seg: 0,
-                    epoch: 0,
-                    taken: 0,
-                }),
+                // No user code runs under the queue's lock: it spins.
+                lock: ShardMutex::new(
+                    false,
+                    Queue {
+                        shared: TicketList::default(),
+                        seg: 0,
+                        epoch: 0,
+                        taken: 0,
+                    },
+                ),
                 queued: AtomicUsize::new(0),
                 live: AtomicU64::new(0),
             }),
@@ -329,7 +336,7 @@ impl<K, V> RxCore<K, V> {
     /// land afterwards; their values are dropped with the core.
     pub(crate) fn clear(&self) {
         for shard in self.shards.iter() {
-            let mut guard = lock(&shard.lock);
+            let mut guard = shard.lock.lock();
             let keys = mem::take(&mut *guard);
             // Under the shard lock, like every writer of these counters. No
             // user code runs in the sum.
@@ -339,7 +346,7 @@ impl<K, V> RxCore<K, V> {
             drop(keys); // values drop outside the lock
         }
         let shared = {
-            let mut q = lock(&self.queue.lock);
+            let mut q = self.queue.lock.lock();
             self.queue.queued.store(0, Ordering::Release);
             mem::take(&mut q.shared)
         };
@@ -360,7 +367,7 @@ impl<K, V> RxCore<K, V> {
     /// instant).
     fn enqueue(&self, shard: usize, index: u32) -> Option<Queued> {
         let cell = &*self.queue;
-        let mut q = lock(&cell.lock);
+        let mut q = cell.lock.lock();
         if let Some(max) = self.max_pending {
             // Relaxed: written only under this lock.
             // `taken <= live` here: a pop counts a value it took (which was
@@ -397,7 +404,7 @@ impl<K, V> RxCore<K, V> {
     /// in.
     fn retire(&self, seg: u32, ticket: NonZeroU32, epoch: u32) {
         let cell = &*self.queue;
-        let mut q = lock(&cell.lock);
+        let mut q = cell.lock.lock();
         if seg == q.seg {
             q.shared.remove(ticket.get() - 1);
             cell.queued.store(q.shared.len(), Ordering::Release);
@@ -432,7 +439,7 @@ impl<K, V> RxCore<K, V> {
         if cell.queued.load(Ordering::Acquire) == 0 {
             return false;
         }
-        let mut q = lock(&cell.lock);
+        let mut q = cell.lock.lock();
         if q.shared.is_empty() {
             return false;
         }
@@ -449,10 +456,10 @@ impl<K, V> RxCore<K, V> {
     /// released (see `enqueue`).
     fn claim(&self, ticket: Ticket, seg: u32) -> Option<Event<K, V>> {
         let (shard, index) = unpack(ticket.slot);
-        let mut keys = lock(&self.shards[shard].lock);
+        let mut keys = self.shards[shard].lock.lock();
         let found = keys.take_ticket(index, ticket.index, seg);
         if found.is_some() && self.max_pending.is_some() {
-            lock(&self.queue.lock).taken += 1;
+            self.queue.lock.lock().taken += 1;
         }
         drop(keys);
         found.map(event)
@@ -511,7 +518,7 @@ impl<K, V> RxCore<K, V> {
             return Vec::new();
         }
         let (epoch, spare_seg) = {
-            let mut q = lock(&self.queue.lock);
+            let mut q = self.queue.lock.lock();
             q.epoch = q.epoch.wrapping_add(1);
             // Release pairs with the Acquire in `deliver` (the lock order already
             // gives the ordering the argument above needs; this keeps the atomic's
@@ -533,7 +540,7 @@ impl<K, V> RxCore<K, V> {
         let mut whole: [Option<Box<Slab<K, V>>>; SHARDS] = Default::default();
         let mut mixed = [false; SHARDS];
         for (s, shard) in self.shards.iter().enumerate() {
-            let mut keys = lock(&shard.lock);
+            let mut keys = shard.lock.lock();
             match keys.slab.as_deref() {
                 Some(slab) if slab.newest == epoch => mixed[s] = true,
                 Some(_) => {
@@ -617,7 +624,7 @@ impl<K, V> RxCore<K, V> {
         for chunk in later.chunk_by(|a, b| unpack(a.1.slot).0 == unpack(b.1.slot).0) {
             let shard = &self.shards[unpack(chunk[0].1.slot).0];
             for part in chunk.chunks(CLAIM_CHUNK) {
-                let mut keys = lock(&shard.lock);
+                let mut keys = shard.lock.lock();
                 for &(pos, t, seg) in part {
                     out[pos] = keys.take_ticket(unpack(t.slot).1, t.index, seg).map(event);
                 }
@@ -637,7 +644,7 @@ impl<K, V> RxCore<K, V> {
             // here, outside any lock.
             debug_assert!(slab.len() == 0 || self.is_closed());
             slab.clear();
-            let mut keys = lock(&shard.lock);
+            let mut keys = shard.lock.lock();
             if keys.slab.is_none() && !self.is_closed() {
                 keys.slab = Some(slab);
             }
@@ -655,7 +662,7 @@ where
     pub(crate) fn seed(&self, entries: impl IntoIterator<Item = (u64, K, V)>) {
         for (hash, key, value) in entries {
             let shard = shard_index(hash);
-            let mut keys = lock(&self.shards[shard].lock);
+            let mut keys = self.shards[shard].lock.lock();
             let made = self.make_entry(&mut keys, shard, hash, key, value, 0, None);
             assert!(made.is_ok(), "the caller seeds at most max_pending keys");
         }
@@ -682,7 +689,7 @@ where
             cell.filtered.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mut keys = lock(&cell.lock);
+        let mut keys = cell.lock.lock();
         // Checked again under the shard lock: `clear` marks the receiver closed
         // before it empties each shard under that shard's lock, so once a shard
         // was cleared nothing enters it again (a value landing after a hard close
@@ -892,7 +899,7 @@ where
             }
             let ticket = local.private.front().expect("refilled");
             let (shard, index) = unpack(ticket.slot);
-            let keys = lock(&self.shards[shard].lock);
+            let keys = self.shards[shard].lock.lock();
             let found = keys
                 .slab
                 .as_deref()

@@ -13,7 +13,7 @@
 //! its cells serve only the state table, so its sends pay the second RMW only
 //! where user code must run under the lock.
 
-use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crossbeam_utils::Backoff;
 
 pub(crate) struct SpinLock(AtomicBool);
@@ -145,5 +145,57 @@ impl ShardLock {
             ShardLock::Spin(l) => ShardGuard::Spin(l.lock()),
             ShardLock::Park(m) => ShardGuard::Park(lock(m)),
         }
+    }
+}
+
+/// Data behind a [`ShardLock`]: a mutex whose lock is the one-RMW spin lock
+/// where no user code runs under it, and `std`'s where a user merge does.
+pub(crate) struct ShardMutex<T> {
+    lock: ShardLock,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: `data` is reached only through a guard, made only by a holder of
+// `lock`, which serializes every access across threads.
+unsafe impl<T: Send> Sync for ShardMutex<T> {}
+// SAFETY: the mutex owns its data.
+unsafe impl<T: Send> Send for ShardMutex<T> {}
+
+/// Access to a [`ShardMutex`]'s data while its lock is held.
+pub(crate) struct ShardMutexGuard<'a, T> {
+    data: &'a mut T,
+    _lock: ShardGuard<'a>,
+}
+
+impl<T> ShardMutex<T> {
+    pub(crate) fn new(park: bool, data: T) -> Self {
+        ShardMutex {
+            lock: ShardLock::new(park),
+            data: UnsafeCell::new(data),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> ShardMutexGuard<'_, T> {
+        let guard = self.lock.lock();
+        ShardMutexGuard {
+            // SAFETY: the lock is held for the guard's life, and only a lock
+            // holder makes this reference.
+            data: self.data.with_mut(|p| unsafe { &mut *p }),
+            _lock: guard,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for ShardMutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.data
+    }
+}
+
+impl<T> std::ops::DerefMut for ShardMutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.data
     }
 }
