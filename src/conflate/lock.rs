@@ -162,9 +162,14 @@ unsafe impl<T: Send> Sync for ShardMutex<T> {}
 unsafe impl<T: Send> Send for ShardMutex<T> {}
 
 /// Access to a [`ShardMutex`]'s data while its lock is held.
+///
+/// It keeps a raw pointer, not a `&mut T`: a reference held in the guard
+/// would stay live (and, with the guard passed to `drop`, protected) past the
+/// unlock, while the next holder makes its own.
 pub(crate) struct ShardMutexGuard<'a, T> {
-    data: &'a mut T,
+    data: *mut T,
     _lock: ShardGuard<'a>,
+    _data: std::marker::PhantomData<&'a mut T>,
 }
 
 impl<T> ShardMutex<T> {
@@ -179,10 +184,9 @@ impl<T> ShardMutex<T> {
     pub(crate) fn lock(&self) -> ShardMutexGuard<'_, T> {
         let guard = self.lock.lock();
         ShardMutexGuard {
-            // SAFETY: the lock is held for the guard's life, and only a lock
-            // holder makes this reference.
-            data: self.data.with_mut(|p| unsafe { &mut *p }),
+            data: self.data.with_mut(|p| p),
             _lock: guard,
+            _data: std::marker::PhantomData,
         }
     }
 }
@@ -190,12 +194,15 @@ impl<T> ShardMutex<T> {
 impl<T> std::ops::Deref for ShardMutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        self.data
+        // SAFETY: the guard holds the lock, so no other guard exists; the
+        // reference lives no longer than this borrow of the guard.
+        unsafe { &*self.data }
     }
 }
 
 impl<T> std::ops::DerefMut for ShardMutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        self.data
+        // SAFETY: as in `deref`, and this borrow of the guard is exclusive.
+        unsafe { &mut *self.data }
     }
 }

@@ -45,11 +45,9 @@ const SHARD_BITS: u32 = 5;
 /// Shards per hub.
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
-/// How far ahead of the take a cut prefetches cells: its entries name cells
-/// spread over every shard, too many streams for the hardware prefetcher.
-const PREFETCH_AHEAD: usize = 8;
-
-/// Hints that `slot` will be read soon.
+/// Hints that `slot` will be read soon. A cut's entries name cells spread
+/// over every shard, too many streams for the hardware prefetcher, so a cut
+/// fetches each window's cells itself.
 #[inline(always)]
 fn prefetch<T>(slot: &T) {
     #[cfg(all(target_arch = "x86_64", not(any(loom, shuttle, miri))))]
@@ -173,7 +171,11 @@ unsafe impl<K: Send, V: Send> Send for Shard<K, V> {}
 /// The locked shard.
 struct Locked<'a, K, V> {
     shard: &'a Shard<K, V>,
-    d: &'a mut ShardData<V>,
+    /// The shard's data. A raw pointer, not a `&mut`: a `Locked` is passed
+    /// by value and dropped early (`drop(sh)`) while the function it was
+    /// passed to still runs; a reference field would stay protected past the
+    /// unlock, while the next holder makes its own.
+    data: *mut ShardData<V>,
     _guard: ShardGuard<'a>,
 }
 
@@ -184,13 +186,30 @@ impl<K, V> Shard<K, V> {
             shard: self,
             // SAFETY: the lock is held for the life of `Locked`, and only a
             // lock holder makes this reference.
-            d: self.data.with_mut(|p| unsafe { &mut *p }),
+            data: self.data.with_mut(|p| p),
             _guard: guard,
         }
     }
 }
 
 impl<'a, K, V> Locked<'a, K, V> {
+    /// The shard's data, while this holds the lock.
+    #[inline]
+    fn d(&mut self) -> &mut ShardData<V> {
+        // SAFETY: the lock is held for the life of `self` (or, for a
+        // `Locked` made under a cut's window, by the window), so no other
+        // holder's reference exists; this one lives no longer than the
+        // borrow of `self`.
+        unsafe { &mut *self.data }
+    }
+
+    /// [`Locked::d`], shared.
+    #[inline]
+    fn d_ref(&self) -> &ShardData<V> {
+        // SAFETY: as in `d`.
+        unsafe { &*self.data }
+    }
+
     #[inline]
     fn slot(&self, i: u32) -> &'a Slot<K, V> {
         self.shard.slab.slot(i)
@@ -210,7 +229,7 @@ impl<'a, K, V> Locked<'a, K, V> {
     where
         K: Eq,
     {
-        self.d
+        self.d_ref()
             .index
             .find(table_hash(hash32), |&i| {
                 let c = self.cell(i);
@@ -221,23 +240,23 @@ impl<'a, K, V> Locked<'a, K, V> {
 
     /// A new cell for `key`, indexed. Returns its slab index.
     fn insert(&mut self, key: K, hash32: u32) -> u32 {
-        let i = match self.d.free.pop() {
+        let i = match self.d().free.pop() {
             Some(i) => i,
             None => {
-                self.shard.slab.ensure(self.d.next);
-                self.d.next += 1;
-                self.d.next - 1
+                self.shard.slab.ensure(self.d().next);
+                self.d().next += 1;
+                self.d().next - 1
             }
         };
         // SAFETY: lock held; `i` was unused (free or fresh).
         unsafe { self.slot(i).fill(CellData::new(key, hash32)) };
         let slab = &self.shard.slab;
-        self.d.index.insert_unique(table_hash(hash32), i, |&j| {
+        self.d().index.insert_unique(table_hash(hash32), i, |&j| {
             // SAFETY: lock held; every indexed slot is in use.
             table_hash(unsafe { slab.slot(j).cell() }.hash32)
         });
-        self.d.used += 1;
-        self.d.idle += 1;
+        self.d().used += 1;
+        self.d().idle += 1;
         i
     }
 
@@ -265,13 +284,13 @@ impl<'a, K, V> Locked<'a, K, V> {
             return None;
         }
         if !idle {
-            self.d.idle -= 1;
+            self.d().idle -= 1;
             return None;
         }
-        if self.d.idle >= IDLE_KEEP {
+        if self.d().idle >= IDLE_KEEP {
             return Some(self.free(i));
         }
-        self.d.idle += 1;
+        self.d().idle += 1;
         None
     }
 
@@ -279,12 +298,12 @@ impl<'a, K, V> Locked<'a, K, V> {
     /// slab.
     fn free(&mut self, i: u32) -> CellData<K, V> {
         let hash32 = self.cell(i).hash32;
-        match self.d.index.find_entry(table_hash(hash32), |&j| j == i) {
+        match self.d().index.find_entry(table_hash(hash32), |&j| j == i) {
             Ok(entry) => drop(entry.remove()),
             Err(_) => unreachable!("a cell in use is indexed"),
         }
-        self.d.free.push(i);
-        self.d.used -= 1;
+        self.d().free.push(i);
+        self.d().used -= 1;
         // SAFETY: lock held; the slot was in use and is unused from here on
         // (no longer indexed; no receiver has it pending).
         unsafe { self.slot(i).empty() }
@@ -401,7 +420,7 @@ impl<K, V> Cells<K, V> {
             }
         }
         if c.has_deposits() {
-            let deps = &mut sh.d.deposits;
+            let deps = &mut sh.d().deposits;
             while let Some(at) = deps.iter().position(|d| d.cell == i && d.rx == id) {
                 let d = deps.swap_remove(at);
                 sends = d.seq_end.wrapping_sub(start);
@@ -422,9 +441,9 @@ impl<K, V> Cells<K, V> {
     /// lets go of its entries (their sequences count its dropped sends).
     pub(crate) fn drop_values(&self) {
         for shard in self.shards.iter() {
-            let sh = shard.lock();
+            let mut sh = shard.lock();
             let mut values = Vec::new();
-            let indexed: Vec<u32> = sh.d.index.iter().copied().collect();
+            let indexed: Vec<u32> = sh.d().index.iter().copied().collect();
             for i in indexed {
                 let c = sh.cell(i);
                 if !c.retained() {
@@ -433,7 +452,7 @@ impl<K, V> Cells<K, V> {
                 c.set_deposits(false);
                 c.stamp = STALE;
             }
-            values.extend(sh.d.deposits.drain(..).map(|d| d.value));
+            values.extend(sh.d().deposits.drain(..).map(|d| d.value));
             drop(sh);
             drop(values);
         }
@@ -487,7 +506,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // helpers): a send that sees the new clock sees what came before it.
         // Read under the lock: see docs/design.md for why it must be.
         let now = clock.load(Ordering::Acquire);
-        if let (Merge::NewerWins, Some(i)) = (&self.merge, sh.find(hash32, key)) {
+        let found = sh.find(hash32, key);
+        if let (Merge::NewerWins, Some(i)) = (&self.merge, found) {
             let slot = sh.slot(i);
             // SAFETY: the shard lock is held and slot `i` is in use (indexed).
             let cell = unsafe { slot.cell() };
@@ -504,7 +524,19 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             }
         }
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.send_slow(sh, shard_index, hash32, key, value, registry, clock, now) }
+        unsafe {
+            self.send_slow(
+                sh,
+                found,
+                shard_index,
+                hash32,
+                key,
+                value,
+                registry,
+                clock,
+                now,
+            )
+        }
     }
 
     /// The rest of [`Cells::send`]: a new key, a hub with its own merge, or a
@@ -517,6 +549,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     unsafe fn send_slow<'a>(
         &self,
         mut sh: Locked<'_, K, V>,
+        found: Option<u32>,
         shard_index: usize,
         hash32: u32,
         key: &K,
@@ -525,7 +558,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         clock: &AtomicU64,
         now: u64,
     ) -> Wakes<'a> {
-        let i = match sh.find(hash32, key) {
+        let i = match found {
             Some(i) => i,
             // The one copy of the key is made before anything changes.
             None => {
@@ -539,9 +572,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         }
         let slot = sh.slot(i);
         let seq = slot.seq.load(Ordering::Relaxed);
-        // SAFETY: the shard lock is held and slot `i` is in use; the only
-        // other cell reference made below (`settle`) comes after this one's
-        // last use.
+        // SAFETY: the shard lock is held and slot `i` is in use; no other
+        // reference to this cell is made while this one lives.
         let cell = unsafe { slot.cell() };
         let was_idle = cell.idle();
         let entering = self.retain && !cell.retained();
@@ -592,10 +624,10 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 // of the key, as a panicking merge would.)
                 let value = match copies.pop().or_else(|| old.take()) {
                     Some(v) => Some(v),
-                    None => sh.d.deposits.last().map(|d| d.value.clone()),
+                    None => sh.d().deposits.last().map(|d| d.value.clone()),
                 };
                 if let Some(value) = value {
-                    sh.d.deposits.push(Deposit {
+                    sh.d().deposits.push(Deposit {
                         cell: i,
                         rx: rx.id,
                         value,
@@ -615,12 +647,13 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         if entering {
             cell.set_retained(true);
         }
-        sh.cell(i).stamp = now;
-        sh.slot(i).seq.store(seq + 1, Ordering::Relaxed);
+        cell.stamp = now;
+        slot.seq.store(seq + 1, Ordering::Relaxed);
+        let idle = cell.idle();
         if entering {
             self.note_order(&mut sh, i);
         }
-        let freed = sh.settle(i, was_idle);
+        let freed = sh.settle_as(i, was_idle, idle);
         drop(sh);
         drop(old);
         drop(freed);
@@ -633,7 +666,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // happens-before order of insertions (the RMW's modification order
         // gives both; see docs/design.md, "The state table is the cells").
         let order = self.next_order.fetch_add(1, Ordering::Relaxed);
-        let orders = &mut sh.d.orders;
+        let orders = &mut sh.d().orders;
         if orders.len() <= i as usize {
             orders.resize(i as usize + 1, 0);
         }
@@ -734,7 +767,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             return (value.map(|v| Event::new(key, v, seq - start)), freed);
         }
         if cell.has_deposits() {
-            let deps = &mut sh.d.deposits;
+            let deps = &mut sh.d().deposits;
             if let Some(at) = deps.iter().position(|d| d.cell == i && d.rx == id) {
                 let d = deps.swap_remove(at);
                 let more = deps.iter().any(|d| d.cell == i);
@@ -787,20 +820,26 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let mut batch = Vec::with_capacity(entries.len());
         let mut freed = Vec::new();
         for window in entries.chunks(CUT_WINDOW) {
+            // The window's slots, found once and fetched before the locks
+            // are taken (their addresses are stable; reading them waits for
+            // the locks).
+            let mut slots: [Option<&Slot<K, V>>; CUT_WINDOW] = [None; CUT_WINDOW];
             let mut named = 0u64;
-            for &(c, _) in window {
-                named |= 1 << split(c).0;
+            for (n, &(c, _)) in window.iter().enumerate() {
+                let (s, i) = split(c);
+                named |= 1 << s;
+                let slot = self.shards[s].slab.slot(i);
+                prefetch(slot);
+                slots[n] = Some(slot);
             }
             // Unlocks every shard it holds, also when a clone unwinds.
             let held = Held::lock(self, named);
-            for (n, &(c, start)) in window.iter().enumerate() {
-                if let Some(&(ahead, _)) = window.get(n + PREFETCH_AHEAD) {
-                    let (s, i) = split(ahead);
-                    prefetch(self.shards[s].slab.slot(i));
-                }
+            for (&(c, start), slot) in window.iter().zip(slots) {
+                let Some(slot) = slot else {
+                    unreachable!("one slot per entry of the window")
+                };
                 let (s, i) = split(c);
                 let shard = &self.shards[s];
-                let slot = shard.slab.slot(i);
                 // SAFETY: `held` holds shard `s`'s lock; slot `i` is in use
                 // (this receiver's entry names it and its mark or deposit
                 // keeps it); one cell reference at a time.
@@ -830,7 +869,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 let mut sh = Locked {
                     shard,
                     // SAFETY: as above.
-                    d: shard.data.with_mut(|p| unsafe { &mut *p }),
+                    data: shard.data.with_mut(|p| p),
                     _guard: ShardGuard::None,
                 };
                 let (event, f) = Self::take_locked(&mut sh, i, start, rx.id, epoch);
@@ -866,10 +905,10 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
         let mut out: Vec<(u64, T)> = Vec::new();
         for (s, sh) in guards.iter().enumerate() {
-            for &i in sh.d.index.iter() {
+            for &i in sh.d_ref().index.iter() {
                 let c = sh.cell(i);
                 if let (true, Some(v)) = (c.retained(), c.value()) {
-                    out.push((sh.d.orders[i as usize], f(cell_id(s, i), &c.key, v)));
+                    out.push((sh.d_ref().orders[i as usize], f(cell_id(s, i), &c.key, v)));
                 }
             }
         }
