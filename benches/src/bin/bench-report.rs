@@ -191,6 +191,9 @@ struct Options {
     verbose: bool,
     rounds: usize,
     only: Option<String>,
+    /// `--targets --profile SIDE`: run each selected target once, one side
+    /// only, no warm-up and no table (for `valgrind --tool=callgrind`).
+    profile: Option<String>,
     out: PathBuf,
 }
 
@@ -201,12 +204,13 @@ fn options() -> Options {
         verbose: false,
         rounds: 0,
         only: None,
+        profile: None,
         out: PathBuf::from("target/keybus-report"),
     };
     // Flags via `lexopt` (`--flag value` or `--flag=value`).
     use lexopt::prelude::*;
     let usage = "bench-report [--quick | --full] [--targets] [--rounds N] [--only SUBSTRING] \
-                 [--out DIR] [--verbose]";
+                 [--profile keybus|baseline] [--out DIR] [--verbose]";
     let fail = |message: String| -> ! {
         eprintln!("{message} (try --help)");
         std::process::exit(2);
@@ -229,6 +233,13 @@ fn options() -> Options {
                     .unwrap_or_else(|_| fail(format!("--rounds: not a number: {v}")));
             }
             Long("only") => o.only = Some(value(&mut parser)),
+            Long("profile") => {
+                let side = value(&mut parser);
+                if side != "keybus" && side != "baseline" {
+                    fail(format!("--profile: keybus or baseline, not {side}"));
+                }
+                o.profile = Some(side);
+            }
             Long("out") => o.out = PathBuf::from(value(&mut parser)),
             Short('h') | Long("help") => {
                 println!("{usage}");

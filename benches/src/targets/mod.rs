@@ -5,6 +5,7 @@
 //! cargo run --release -p keybus-benches --bin bench-report -- --targets             # 3 rounds
 //! cargo run --release -p keybus-benches --bin bench-report -- --targets --rounds 5 --out DIR
 //! cargo run --release -p keybus-benches --bin bench-report -- --targets --only register_drop
+//! valgrind --tool=callgrind target/release/bench-report --targets --only try_recv_all --profile keybus
 //! ```
 //!
 //! A warm-up round (discarded), then `--rounds` rounds (default 3) of every
@@ -15,6 +16,10 @@
 //! `target/keybus-report/`). `--only SUBSTRING` keeps the targets whose
 //! bench-report scenario or wording contains it; `--full` runs 5× larger
 //! measurements.
+//!
+//! `--profile keybus` (or `baseline`) runs each selected target once, that side
+//! only, with no warm-up and no table: a fixed amount of work for a profiler
+//! (callgrind's instruction counts per function, divided by the operations).
 //!
 //! Status: **met** when every round's ratio reaches the target; **not met**
 //! when the median does not; **median only** when the median does but some
@@ -158,6 +163,20 @@ pub fn main(opts: &Options) {
             .map_or(true, |o| t.scenario.contains(o) || t.what.contains(o))
     };
     let targets: Vec<list::Target> = list::targets(scale).into_iter().filter(wanted).collect();
+    if let Some(side) = opts.profile.as_deref() {
+        for t in &targets {
+            let run = if side == "keybus" {
+                &t.keybus
+            } else {
+                &t.baseline
+            };
+            match run() {
+                Ok(cost) => println!("{side} {}: {cost:.2} {}", t.scenario, t.unit.label()),
+                Err(why) => println!("{side} {}: {why}", t.scenario),
+            }
+        }
+        return;
+    }
     let load_before = load();
     eprintln!(
         "keybus bench-report --targets: {} targets, warm-up + {} rounds, scale {scale}",
