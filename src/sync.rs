@@ -43,28 +43,39 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Waits, without parking, until `done()` holds. For grace periods that end when
-/// sends already in flight finish (a bounded fan-out each): spins briefly, then
-/// yields the thread. Under a model checker each retry yields to the scheduler.
-pub(crate) fn spin_wait(mut done: impl FnMut() -> bool) {
+/// One step of a wait that does not park: spins briefly, then yields the
+/// thread (a lock holder or a producer preempted mid-step must get the core
+/// back; on two cores the waiter would otherwise burn the holder's slice).
+/// Under a model checker each step yields to the scheduler.
+#[inline]
+pub(crate) fn snooze(backoff: &crossbeam_utils::Backoff) {
     #[cfg(not(any(loom, shuttle)))]
     {
-        let backoff = crossbeam_utils::Backoff::new();
-        while !done() {
-            if backoff.is_completed() {
-                std::thread::yield_now();
-            } else {
-                backoff.snooze();
-            }
+        if backoff.is_completed() {
+            std::thread::yield_now();
+        } else {
+            backoff.snooze();
         }
     }
     #[cfg(loom)]
-    while !done() {
+    {
+        let _ = backoff;
         loom::thread::yield_now();
     }
     #[cfg(all(shuttle, not(loom)))]
-    while !done() {
+    {
+        let _ = backoff;
         shuttle::thread::yield_now();
+    }
+}
+
+/// Waits, without parking, until `done()` holds ([`snooze`] between tries).
+/// For grace periods that end when sends already in flight finish (a bounded
+/// fan-out each).
+pub(crate) fn spin_wait(mut done: impl FnMut() -> bool) {
+    let backoff = crossbeam_utils::Backoff::new();
+    while !done() {
+        snooze(&backoff);
     }
 }
 

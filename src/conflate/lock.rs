@@ -13,7 +13,7 @@
 //! its cells serve only the state table, so its sends pay the second RMW only
 //! where user code must run under the lock.
 
-use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering, UnsafeCell};
+use crate::sync::{lock, snooze, AtomicBool, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crossbeam_utils::Backoff;
 
 pub(crate) struct SpinLock(AtomicBool);
@@ -64,7 +64,7 @@ impl SpinLock {
         loop {
             // Test before the CAS, so waiters share the line read-only.
             while self.0.load(Ordering::Relaxed) {
-                wait(&backoff);
+                snooze(&backoff);
             }
             if self
                 .0
@@ -74,27 +74,6 @@ impl SpinLock {
                 return;
             }
         }
-    }
-}
-
-fn wait(backoff: &Backoff) {
-    #[cfg(not(any(loom, shuttle)))]
-    {
-        if backoff.is_completed() {
-            std::thread::yield_now();
-        } else {
-            backoff.snooze();
-        }
-    }
-    #[cfg(loom)]
-    {
-        let _ = backoff;
-        loom::thread::yield_now();
-    }
-    #[cfg(all(shuttle, not(loom)))]
-    {
-        let _ = backoff;
-        shuttle::thread::yield_now();
     }
 }
 

@@ -32,7 +32,7 @@
 //! slot: a tail word with that offset means the producer of the block's last
 //! slot is installing the next block, and other producers wait for it.
 
-use crate::sync::{lock, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, snooze, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
 use crossbeam_utils::Backoff;
 use std::ptr;
 
@@ -83,22 +83,20 @@ impl Block {
             snooze(&backoff);
         }
     }
-}
 
-/// Waits a little: spin, then yield (a producer preempted between its claim
-/// and its write must get the core back).
-fn snooze(backoff: &Backoff) {
-    #[cfg(not(any(loom, shuttle)))]
-    backoff.snooze();
-    #[cfg(loom)]
-    {
-        let _ = backoff;
-        loom::thread::yield_now();
-    }
-    #[cfg(all(shuttle, not(loom)))]
-    {
-        let _ = backoff;
-        shuttle::thread::yield_now();
+    /// Entry `i`, once its producer (which claimed it) has written it:
+    /// `(cell, start)`.
+    #[inline]
+    fn wait_entry(&self, i: usize) -> (CellId, u64) {
+        let backoff = Backoff::new();
+        loop {
+            // Acquire pairs with the producer's Release store of the id.
+            let c = self.cells[i].load(Ordering::Acquire);
+            if c != 0 {
+                return (c - 1, self.starts[i].load(Ordering::Relaxed));
+            }
+            snooze(&backoff);
+        }
     }
 }
 
@@ -458,21 +456,11 @@ impl Queue {
             }
             // SAFETY: as above.
             let block = unsafe { &*head.block };
-            let i = offset as usize;
-            let backoff = Backoff::new();
-            let cell = loop {
-                // Acquire pairs with the producer's Release store of the id.
-                let c = block.cells[i].load(Ordering::Acquire);
-                if c != 0 {
-                    break c - 1;
-                }
-                snooze(&backoff);
-            };
-            let start = block.starts[i].load(Ordering::Relaxed);
+            let entry = block.wait_entry(offset as usize);
             if consume {
                 head.pos += 1;
             }
-            return Some((cell, start));
+            return Some(entry);
         }
     }
 
@@ -498,16 +486,7 @@ impl Queue {
             let block = unsafe { &*head.block };
             let in_block = (BLOCK_CAP - offset).min(end - count(head.pos));
             for i in offset as usize..(offset + in_block) as usize {
-                let backoff = Backoff::new();
-                let cell = loop {
-                    // Acquire pairs with the producer's Release store.
-                    let c = block.cells[i].load(Ordering::Acquire);
-                    if c != 0 {
-                        break c - 1;
-                    }
-                    snooze(&backoff);
-                };
-                out.push((cell, block.starts[i].load(Ordering::Relaxed)));
+                out.push(block.wait_entry(i));
             }
             head.pos += in_block;
         }
@@ -543,16 +522,8 @@ impl Queue {
             }
             // SAFETY: as above.
             let block = unsafe { &*h.block };
-            let i = offset as usize;
-            let backoff = Backoff::new();
-            let cell = loop {
-                let c = block.cells[i].load(Ordering::Acquire);
-                if c != 0 {
-                    break c - 1;
-                }
-                snooze(&backoff);
-            };
-            f(cell, block.starts[i].load(Ordering::Relaxed));
+            let (cell, start) = block.wait_entry(offset as usize);
+            f(cell, start);
             h.pos += 1;
         }
     }
