@@ -27,6 +27,7 @@ mod error;
 mod key;
 mod kv_feed;
 mod kv_mirror;
+mod mirror_task;
 mod remote_buffer;
 mod setup;
 mod stats;

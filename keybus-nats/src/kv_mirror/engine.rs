@@ -8,10 +8,11 @@
 //! from the receiver only while `in_flight + queued < max_in_flight`, so
 //! under an outage the backlog stays in the receiver, coalescing.
 
-use super::{Request, Shared};
+use super::Shared;
 use crate::backoff::{Backoff, Retry};
 use crate::codec::{KeyCodec, ValueCodec};
 use crate::error::{chain, is_permanent, BridgeError};
+use crate::mirror_task::Request;
 use async_nats::jetstream::kv::Store;
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;

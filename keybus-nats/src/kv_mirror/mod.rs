@@ -75,6 +75,7 @@ mod engine;
 use crate::backoff::Backoff;
 use crate::codec::{KeyCodec, ValueCodec};
 use crate::error::BridgeError;
+use crate::mirror_task::MirrorTask;
 use crate::stats::{Counter, LastError};
 use async_nats::jetstream::kv::Store;
 use keybus::conflate::Hub;
@@ -82,7 +83,6 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
 
 /// Builds a conflate → KV mirror; [`spawn`](Self::spawn) starts it.
 #[must_use = "a mirror does nothing until spawned"]
@@ -183,7 +183,6 @@ where
                 .build()
         };
         let shared = Arc::new(Shared::default());
-        let (requests, inbox) = mpsc::channel(16);
         let engine = engine::Engine::new(
             rx,
             self.from_table.then_some(self.hub),
@@ -197,11 +196,9 @@ where
             },
             shared.clone(),
         );
-        let task = tokio::spawn(engine.run(inbox));
         MirrorHandle {
             shared,
-            requests,
-            task: Some(task),
+            task: MirrorTask::spawn(|inbox| engine.run(inbox)),
         }
     }
 }
@@ -211,14 +208,7 @@ where
 #[derive(Debug)]
 pub struct MirrorHandle {
     shared: Arc<Shared>,
-    requests: mpsc::Sender<Request>,
-    /// `None` only after `close` took it.
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-pub(crate) enum Request {
-    /// Answer once everything the receiver held at the time is written.
-    Settle(oneshot::Sender<()>),
+    task: MirrorTask,
 }
 
 impl MirrorHandle {
@@ -232,35 +222,21 @@ impl MirrorHandle {
     /// waits for the server: wrap it in a timeout. Returns at once if the
     /// mirror has ended.
     pub async fn settled(&self) -> MirrorStats {
-        let (tx, rx) = oneshot::channel();
-        if self.requests.send(Request::Settle(tx)).await.is_ok() {
-            let _ = rx.await;
-        }
+        self.task.settle().await;
         self.stats()
     }
 
     /// Whether the mirror task has ended (receiver closed and drained).
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
+        self.task.is_finished()
     }
 
     /// Stops the mirror now (writes in flight are abandoned) and returns its
     /// final stats.
     pub async fn close(mut self) -> MirrorStats {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
+        self.task.stop().await;
         self.shared.in_flight.set(0);
         self.shared.read()
-    }
-}
-
-impl Drop for MirrorHandle {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
     }
 }
 

@@ -1,10 +1,11 @@
 //! The stream mirror task: sync with the stream, pump revisions into it in
 //! order, purge forward over local gaps, resync after any failure.
 
-use super::{Request, Shared, DESCRIPTION, ERROR_HEADER, GENERATION_HEADER, REVISION_HEADER};
+use super::{Shared, DESCRIPTION, ERROR_HEADER, GENERATION_HEADER, REVISION_HEADER};
 use crate::backoff::{Backoff, Retry};
 use crate::codec::ValueCodec;
 use crate::error::{chain, is_permanent, BridgeError};
+use crate::mirror_task::Request;
 use async_nats::jetstream::context::{PublishAckFuture, PublishError};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::publish::PublishAck;

@@ -50,12 +50,12 @@ mod engine;
 use crate::backoff::Backoff;
 use crate::codec::{CodecError, ValueCodec};
 use crate::error::BridgeError;
+use crate::mirror_task::MirrorTask;
 use crate::stats::{Counter, LastError};
 use async_nats::jetstream::stream::StorageType;
 use async_nats::jetstream::Context;
 use keybus::broadcast::Buffer;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
 
 /// The header naming the keybus revision of a stream message.
 pub const REVISION_HEADER: &str = "Keybus-Revision";
@@ -150,7 +150,6 @@ where
     /// Outside a tokio runtime.
     pub fn spawn(self) -> StreamMirrorHandle {
         let shared = Arc::new(Shared::default());
-        let (requests, inbox) = mpsc::channel(16);
         let engine = engine::Engine {
             buffer: self.buffer,
             js: self.js,
@@ -163,27 +162,18 @@ where
             backoff: self.backoff,
             shared: shared.clone(),
         };
-        let task = tokio::spawn(engine.run(inbox));
         StreamMirrorHandle {
             shared,
-            requests,
-            task: Some(task),
+            task: MirrorTask::spawn(|inbox| engine.run(inbox)),
         }
     }
-}
-
-pub(crate) enum Request {
-    /// Answer once every revision up to the buffer's tail at that time is on
-    /// the stream (or behind a gap).
-    Settle(oneshot::Sender<()>),
 }
 
 /// A running stream mirror. Dropping it stops the mirror.
 #[derive(Debug)]
 pub struct StreamMirrorHandle {
     shared: Arc<Shared>,
-    requests: mpsc::Sender<Request>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: MirrorTask,
 }
 
 impl StreamMirrorHandle {
@@ -197,35 +187,21 @@ impl StreamMirrorHandle {
     /// server away it waits for the server: wrap it in a timeout. Returns at
     /// once if the mirror has ended.
     pub async fn settled(&self) -> StreamMirrorStats {
-        let (tx, rx) = oneshot::channel();
-        if self.requests.send(Request::Settle(tx)).await.is_ok() {
-            let _ = rx.await;
-        }
+        self.task.settle().await;
         self.stats()
     }
 
     /// Whether the mirror task has ended (buffer closed and fully mirrored,
     /// or a foreign stream in the way).
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
+        self.task.is_finished()
     }
 
     /// Stops the mirror now and returns its final stats.
     pub async fn close(mut self) -> StreamMirrorStats {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
+        self.task.stop().await;
         self.shared.in_flight.set(0);
         self.shared.read()
-    }
-}
-
-impl Drop for StreamMirrorHandle {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
     }
 }
 
