@@ -103,74 +103,50 @@ fn close_vs_send_exactly_one_outcome() {
 /// shards) then `a` again. Every batch is one instant: a prefix of the send order.
 #[test]
 fn cut_is_one_instant_across_shards() {
-    loom::model(|| {
-        let (a, b) = two_shard_keys();
-        let (_hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
-        let sender = thread::spawn(move || {
-            tx.send(a, 1).unwrap();
-            tx.send(b, 1).unwrap();
-            tx.send(a, 2).unwrap();
-        });
-        // Without this, loom explores the cut mostly before the sends.
-        thread::yield_now();
-        let first = cut(&mut rx);
-        sender.join().unwrap();
-        let rest = cut(&mut rx);
-        // The batch states that are some instant of the send sequence.
-        let instants: [&[(u32, u32, u64)]; 4] = [
-            &[],
-            &[(a, 1, 1)],
-            &[(a, 1, 1), (b, 1, 1)],
-            &[(a, 2, 2), (b, 1, 1)],
-        ];
-        assert!(
-            instants.contains(&first.as_slice()),
-            "not one instant: {first:?}"
-        );
-        let sends: u64 = first.iter().chain(&rest).map(|e| e.2).sum();
-        assert_eq!(sends, 3, "conservation: {first:?} then {rest:?}");
-        let last_a = first.iter().chain(&rest).rfind(|e| e.0 == a).unwrap();
-        assert_eq!(last_a.1, 2, "the latest value of a is delivered last");
-    });
+    loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver()));
 }
 
-/// The same cut for a receiver that keeps its own values (a key filter makes
-/// it one): its cut epoch and the newer-wins fast path of its core.
+/// The same cut for a receiver that keeps its own values (a key filter that
+/// takes everything makes it one: the slab-and-tickets core, newer wins): its
+/// cut epoch and the newer-wins fast path of its core.
 #[test]
 fn cut_is_one_instant_across_shards_own_values() {
     loom::model(|| {
-        let (a, b) = two_shard_keys();
-        let hub = Hub::<u32, u32>::new();
-        // A key filter that takes everything: a receiver with its own values
-        // (the slab-and-tickets core), newer wins.
-        let mut rx = hub.receiver_builder().key_filter(|_: &u32| true).build();
-        let tx = hub.sender();
-        let sender = thread::spawn(move || {
-            tx.send(a, 1).unwrap();
-            tx.send(b, 1).unwrap();
-            tx.send(a, 2).unwrap();
-        });
-        // Without this, loom explores the cut mostly before the sends.
-        thread::yield_now();
-        let first = cut(&mut rx);
-        sender.join().unwrap();
-        let rest = cut(&mut rx);
-        // The batch states that are some instant of the send sequence.
-        let instants: [&[(u32, u32, u64)]; 4] = [
-            &[],
-            &[(a, 1, 1)],
-            &[(a, 1, 1), (b, 1, 1)],
-            &[(a, 2, 2), (b, 1, 1)],
-        ];
-        assert!(
-            instants.contains(&first.as_slice()),
-            "not one instant: {first:?}"
-        );
-        let sends: u64 = first.iter().chain(&rest).map(|e| e.2).sum();
-        assert_eq!(sends, 3, "conservation: {first:?} then {rest:?}");
-        let last_a = first.iter().chain(&rest).rfind(|e| e.0 == a).unwrap();
-        assert_eq!(last_a.1, 2, "the latest value of a is delivered last");
+        cut_while_sending_a_b_a(|hub| hub.receiver_builder().key_filter(|_: &u32| true).build())
     });
+}
+
+/// One model run of the two tests above, with the receiver `receiver` makes.
+fn cut_while_sending_a_b_a(receiver: impl FnOnce(&Hub<u32, u32>) -> Receiver<u32, u32>) {
+    let (a, b) = two_shard_keys();
+    let hub = Hub::<u32, u32>::new();
+    let mut rx = receiver(&hub);
+    let tx = hub.sender();
+    let sender = thread::spawn(move || {
+        tx.send(a, 1).unwrap();
+        tx.send(b, 1).unwrap();
+        tx.send(a, 2).unwrap();
+    });
+    // Without this, loom explores the cut mostly before the sends.
+    thread::yield_now();
+    let first = cut(&mut rx);
+    sender.join().unwrap();
+    let rest = cut(&mut rx);
+    // The batch states that are some instant of the send sequence.
+    let instants: [&[(u32, u32, u64)]; 4] = [
+        &[],
+        &[(a, 1, 1)],
+        &[(a, 1, 1), (b, 1, 1)],
+        &[(a, 2, 2), (b, 1, 1)],
+    ];
+    assert!(
+        instants.contains(&first.as_slice()),
+        "not one instant: {first:?}"
+    );
+    let sends: u64 = first.iter().chain(&rest).map(|e| e.2).sum();
+    assert_eq!(sends, 3, "conservation: {first:?} then {rest:?}");
+    let last_a = first.iter().chain(&rest).rfind(|e| e.0 == a).unwrap();
+    assert_eq!(last_a.1, 2, "the latest value of a is delivered last");
 }
 
 /// The same cut on the merge path: one sender sends `a`, `b`, `a` again and `b`
