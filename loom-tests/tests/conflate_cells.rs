@@ -9,7 +9,7 @@
 //! -p keybus-loom-tests --test conflate_cells MODEL`.
 #![cfg(loom)]
 
-use keybus::conflate::Hub;
+use keybus::conflate::{Hub, Receiver};
 use keybus::TryRecvError;
 use loom::thread;
 
@@ -69,45 +69,36 @@ fn a_reused_receiver_id_starts_with_nothing_pending() {
 #[test]
 fn snapshot_registration_holds_off_a_send_in_flight_across_a_plain_one() {
     model(|| {
-        let hub = Hub::<u32, u32>::builder().retain_latest().build();
-        let tx = hub.sender();
-        let sender = {
-            let tx = tx.clone();
-            thread::spawn(move || tx.send(3, 7).unwrap())
-        };
-        let _plain = hub.receiver();
-        let mut snap = hub.receiver_builder().max_pending(4).snapshot().build();
-        sender.join().unwrap();
-        let got: Vec<_> = std::iter::from_fn(|| snap.try_recv().ok())
-            .map(|e| (e.key, e.value, e.sends))
-            .collect();
-        assert!(
-            got == vec![(3, 7, 0)] || got == vec![(3, 7, 1)],
-            "the send exactly once: {got:?}"
-        );
-        assert_eq!(hub.latest(&3), Some(7));
+        snapshot_registration_vs_send(|hub| {
+            hub.receiver_builder().max_pending(4).snapshot().build()
+        })
     });
 }
 
 /// The same for a snapshot receiver that shares the hub's cells.
 #[test]
 fn cell_snapshot_registration_holds_the_send_exactly_once() {
-    model(|| {
-        let hub = Hub::<u32, u32>::builder().retain_latest().build();
-        let tx = hub.sender();
-        let sender = {
-            let tx = tx.clone();
-            thread::spawn(move || tx.send(3, 7).unwrap())
-        };
-        let _plain = hub.receiver();
-        let mut snap = hub.receiver_builder().snapshot().build();
-        sender.join().unwrap();
-        let got: Vec<_> = std::iter::from_fn(|| snap.try_recv().ok())
-            .map(|e| (e.key, e.value, e.sends))
-            .collect();
-        assert!(
-            got == vec![(3, 7, 0)] || got == vec![(3, 7, 1)],
-            "the send exactly once: {got:?}"
-        );
-    });
+    model(|| snapshot_registration_vs_send(|hub| hub.receiver_builder().snapshot().build()));
+}
+
+/// One model run of the two tests above, with the snapshot receiver
+/// `snapshot` registers.
+fn snapshot_registration_vs_send(snapshot: impl FnOnce(&Hub<u32, u32>) -> Receiver<u32, u32>) {
+    let hub = Hub::<u32, u32>::builder().retain_latest().build();
+    let tx = hub.sender();
+    let sender = {
+        let tx = tx.clone();
+        thread::spawn(move || tx.send(3, 7).unwrap())
+    };
+    let _plain = hub.receiver();
+    let mut snap = snapshot(&hub);
+    sender.join().unwrap();
+    let got: Vec<_> = std::iter::from_fn(|| snap.try_recv().ok())
+        .map(|e| (e.key, e.value, e.sends))
+        .collect();
+    assert!(
+        got == vec![(3, 7, 0)] || got == vec![(3, 7, 1)],
+        "the send exactly once: {got:?}"
+    );
+    assert_eq!(hub.latest(&3), Some(7));
 }

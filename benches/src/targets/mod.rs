@@ -35,17 +35,6 @@ use std::time::Instant;
 /// Measured rounds unless `--rounds` says otherwise.
 pub const DEFAULT_ROUNDS: usize = 3;
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
 /// `(min, max)` of a non-empty slice.
 fn range(v: impl Iterator<Item = f64>) -> (f64, f64) {
     v.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)))
@@ -127,7 +116,7 @@ fn table(targets: &[list::Target], outcomes: &[run::Outcome]) -> String {
         }
         let ratios = o.ratios();
         let (lo, hi) = range(ratios.iter().copied());
-        let mid = median(&ratios);
+        let mid = super::median(ratios);
         let status = match &o.failed {
             Some(why) => format!("**failed** after {} rounds: {why}", o.pairs.len()),
             None if lo >= t.goal => {
