@@ -97,6 +97,17 @@ conflate_conformance! {
         rule14_max_pending_refuses_new_keys_only_and_renumbers_nothing,
         rule14_max_pending_holds_under_concurrent_sends,
     }
+    removal::{
+        rule15_a_tombstone_removes_its_key_from_the_table,
+        rule15_a_receiver_that_saw_the_life_gets_the_removal_once,
+        rule15_a_receiver_that_never_saw_the_life_gets_nothing,
+        rule15_a_value_after_a_removal_starts_a_new_life,
+        rule15_no_merge_folds_across_a_removal,
+        rule15_a_merge_that_makes_a_tombstone_removes_the_key,
+        rule15_a_bounded_receiver_refuses_a_removal_it_has_no_room_for,
+        rule15_without_tombstones_every_value_is_a_value,
+        rule15_race_every_consumer_view_converges_to_the_table,
+    }
     bounded::{
         rule14_bound_holds_after_a_cut_races_an_annihilating_merge,
         rule14_bound_holds_after_a_cut_races_a_panicking_merge,
@@ -131,6 +142,7 @@ fn planted_panics_fail_instead_of_hanging() {
             "rule14_max_pending_holds_under_concurrent_sends",
             "rule14_bound_holds_after_a_cut_races_an_annihilating_merge",
             "rule14_snapshot_bound_holds_after_a_cut_races_a_panicking_merge",
+            "rule15_race_every_consumer_view_converges_to_the_table",
         ],
         1,
     );
