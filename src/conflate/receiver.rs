@@ -266,7 +266,7 @@ impl<K, V> Receiver<K, V> {
         }
         let state = self.shared.state.load();
         state.hub_closed()
-            || (self.kind.tx_closed() && self.shared.quiescent_closed() && self.len() == 0)
+            || (self.kind.tx_closed() && self.shared.quiescent_closed() && self.is_empty())
     }
 
     /// How many keys are pending (0 once closed).
