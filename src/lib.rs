@@ -37,6 +37,7 @@ mod receiver_iter;
 mod reentrancy;
 mod stats;
 mod sync;
+mod unwind_safety;
 mod wait;
 
 /// The README's examples, compiled and run as doctests.
