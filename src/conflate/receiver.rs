@@ -113,10 +113,11 @@ where
         }
     }
 
-    fn cut(&mut self, shared: &Shared<K, V>) -> Vec<Event<K, V>> {
+    /// A cut appended to `out`; how many events it added.
+    fn cut_into(&mut self, shared: &Shared<K, V>, out: &mut Vec<Event<K, V>>) -> usize {
         match self {
-            Kind::Own(core, local) => core.cut(local),
-            Kind::Cells(rx, local) => local.cut(rx, &shared.cells, &shared.clock),
+            Kind::Own(core, local) => core.cut_into(local, out),
+            Kind::Cells(rx, local) => local.cut_into(rx, &shared.cells, &shared.clock, out),
         }
     }
 
@@ -327,11 +328,50 @@ where
     /// instant) and then, per shard, for at most 64 takes, not for the size of
     /// the backlog.
     ///
+    /// Allocates the returned `Vec`; [`try_recv_all_into`](Self::try_recv_all_into)
+    /// reuses one.
+    ///
     /// # Errors
     /// As [`try_recv`](Self::try_recv). After a graceful close the last backlog
     /// comes back with `Ok`; only the next call reports closed.
+    #[must_use = "the events are taken off the receiver; dropping the result loses them"]
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.try_take(|kind, shared| Some(kind.cut(shared)).filter(|b| !b.is_empty()))
+        let mut batch = Vec::new();
+        self.try_recv_all_into(&mut batch).map(|_| batch)
+    }
+
+    /// [`try_recv_all`](Self::try_recv_all) into a `Vec` of the caller's: the
+    /// batch (everything pending as of one instant, in queue order) is
+    /// appended to `out`, and `Ok` says how many events were appended (at
+    /// least one). On an error `out` is left as it was.
+    ///
+    /// No allocation once `out` has room for the batch (keep one `Vec` and
+    /// `clear` it between calls), except when sends race the cut for keys of a
+    /// shard the cut cannot take whole: the cut then allocates two scratch
+    /// lists for that shard's claims.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver();
+    /// let mut batch = Vec::with_capacity(64);
+    /// for round in 0..3 {
+    ///     tx.send("a", round).unwrap();
+    ///     tx.send("b", round).unwrap();
+    ///     batch.clear();
+    ///     assert_eq!(rx.try_recv_all_into(&mut batch), Ok(2));
+    ///     assert_eq!(batch[1].key, "b");
+    /// }
+    /// assert!(rx.try_recv_all_into(&mut batch).is_err()); // empty: `batch` kept
+    /// assert_eq!(batch.len(), 2);
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_recv_all`](Self::try_recv_all).
+    pub fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
+        self.try_take(|kind, shared| Some(kind.cut_into(shared, out)).filter(|&n| n > 0))
     }
 
     /// A copy of the oldest pending event, left in place: what `try_recv` would

@@ -211,11 +211,44 @@ where
     /// # Errors
     ///
     /// As [`try_recv`](Self::try_recv). Holds the hub mutex for O(pending
-    /// keys) moves, running no user code; allocates the returned `Vec`.
+    /// keys) moves, running no user code; allocates the returned `Vec`
+    /// ([`try_recv_all_into`](Self::try_recv_all_into) reuses one).
+    #[must_use = "the events are taken off the receiver; dropping the result loses them"]
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.shared.take(self.id, KeyQueue::drain, |batch| {
-            (batch.len() as u64, batch.iter().map(|e| e.sends).sum())
-        })
+        let mut batch = Vec::new();
+        self.try_recv_all_into(&mut batch).map(|_| batch)
+    }
+
+    /// [`try_recv_all`](Self::try_recv_all) into a `Vec` of the caller's: the
+    /// batch is appended to `out`, and `Ok` says how many events were appended
+    /// (at least one). On an error `out` is left as it was. No allocation once
+    /// `out` has room for the batch.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver();
+    /// let mut batch = Vec::with_capacity(64);
+    /// tx.send("a", 1).unwrap();
+    /// tx.send("b", 2).unwrap();
+    /// assert_eq!(rx.try_recv_all_into(&mut batch), Ok(2));
+    /// assert!(rx.try_recv_all_into(&mut batch).is_err()); // empty: `batch` kept
+    /// assert_eq!(batch.len(), 2);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_recv_all`](Self::try_recv_all).
+    pub fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
+        self.shared
+            .take(
+                self.id,
+                |queue| queue.drain_into(out),
+                |&(events, sends)| (events as u64, sends),
+            )
+            .map(|(events, _)| events)
     }
 
     /// A clone of the head, which stays pending (same `sends`). Two peeks can
