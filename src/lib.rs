@@ -45,6 +45,10 @@ mod wait;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// `compile_fail` doctests pinning the `#[must_use]` attributes.
+#[cfg(doctest)]
+mod must_use_checks;
+
 pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use event::{Entry, Event};
 pub use stats::{HubStats, ReceiverStats};

@@ -208,6 +208,7 @@ where
 impl<K, V> Receiver<K, V> {
     /// Whether the next receive would report closed: this receiver or the hub was
     /// closed, or the send side closed and nothing is left to deliver.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         if self.kind.is_closed() {
             return true;
@@ -218,6 +219,7 @@ impl<K, V> Receiver<K, V> {
     }
 
     /// How many keys are pending (0 once closed).
+    #[must_use]
     pub fn len(&self) -> usize {
         if self.kind.is_closed() {
             0
@@ -227,6 +229,7 @@ impl<K, V> Receiver<K, V> {
     }
 
     /// Whether no key is pending.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -386,6 +389,7 @@ where
 
     /// An async [`recv`](Self::recv), for any executor. Dropping the future before
     /// it completes consumes nothing.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn recv_async(
         &mut self,
     ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
@@ -403,11 +407,13 @@ where
     }
 
     /// A blocking iterator over events; it ends when the receiver is closed.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn iter(&mut self) -> Iter<'_, K, V> {
         Iter { rx: self }
     }
 
     /// A non-blocking iterator over what is pending; it ends at empty or closed.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn try_iter(&mut self) -> TryIter<'_, K, V> {
         TryIter { rx: self }
     }
@@ -445,6 +451,7 @@ where
     /// let s = rx.stats();
     /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
     /// ```
+    #[must_use]
     pub fn stats(&self) -> ReceiverStats {
         match &self.kind {
             Kind::Own(core, local) => core.stats(local),

@@ -92,18 +92,21 @@ impl<K, V> Receiver<K, V> {
     /// Whether the next receive would answer `Closed`: this receiver or the hub
     /// was closed, or the send side closed and nothing is pending. Takes the hub
     /// mutex once; never blocks otherwise.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         self.shared.receiver_closed(self.id)
     }
 
     /// Pending keys (not sends: coalesced sends share one slot); 0 once closed.
     /// Takes the hub mutex once.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.shared.pending(self.id)
     }
 
     /// Whether no key is pending ([`len`](Self::len) is 0). Takes the hub mutex
     /// once.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -130,6 +133,7 @@ impl<K, V> Receiver<K, V> {
     /// let s = rx.stats();
     /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
     /// ```
+    #[must_use]
     pub fn stats(&self) -> ReceiverStats {
         self.counters.read()
     }
@@ -281,6 +285,7 @@ where
     /// # Errors
     ///
     /// [`RecvError`] as for `recv`.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn recv_async(
         &mut self,
     ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
@@ -290,12 +295,14 @@ where
 
     /// A blocking iterator over events; ends when the receiver is closed
     /// (after draining, for a graceful close). Each step is a `recv`.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn iter(&mut self) -> Iter<'_, K, V> {
         Iter { rx: self }
     }
 
     /// A non-blocking iterator over what is pending; ends at the first `Empty`
     /// or `Closed`. Each step takes the hub mutex once.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn try_iter(&mut self) -> TryIter<'_, K, V> {
         TryIter { rx: self }
     }
