@@ -47,6 +47,8 @@
 //!   one count in a slot its thread owns.
 //! - **[`Receiver::try_recv_all`] is one cut**: everything pending as of one
 //!   instant, in queue order, one entry per key.
+//!   [`Receiver::try_recv_all_into`] appends the same cut to a `Vec` of the
+//!   caller's, so a consumer loop can reuse one allocation.
 //!
 //! # State table, snapshot receivers, accounting and bounds
 //!
