@@ -1,7 +1,8 @@
 //! `Receiver::try_recv_all_into`, both implementations: it appends the batch
 //! `try_recv_all` would return to the caller's `Vec`, leaves the `Vec` alone on
-//! an error, and allocates nothing once the `Vec` has room (warm steady state:
-//! keys made pending again, then one batch read, round after round).
+//! an error or a panic, and allocates nothing once the `Vec` has room (warm
+//! steady state: keys made pending again, then one batch read, round after
+//! round).
 //!
 //! Counts come from the per-thread counting allocator of
 //! `test-support/src/counting.rs`, as in `tests/alloc.rs`.
@@ -14,6 +15,19 @@ static ALLOC: Counting = Counting;
 
 const KEYS: u64 = 64;
 const ROUNDS: u64 = 1_000;
+
+/// A value whose `Clone` panics when it holds `POISON`.
+#[derive(Debug, PartialEq)]
+struct Brittle(u64);
+
+const POISON: u64 = 13;
+
+impl Clone for Brittle {
+    fn clone(&self) -> Self {
+        assert_ne!(self.0, POISON, "Brittle::clone panics on POISON");
+        Brittle(self.0)
+    }
+}
 
 fn keys_values(batch: &[Event<u64, u64>]) -> Vec<(u64, u64)> {
     batch.iter().map(|e| (e.key, e.value)).collect()
@@ -53,6 +67,31 @@ macro_rules! batch_alloc_tests {
                 assert_eq!(out.len(), 4);
                 let stats = rx.stats();
                 assert_eq!((stats.received, stats.delivered), (5, 4));
+            }
+
+            /// A `V: Clone` that panics while the batch is taken (in
+            /// `keybus::conflate` a receiver sharing the cells clones what the
+            /// state table keeps; the baseline clones at the send instead):
+            /// `out` never keeps part of a batch, and the receiver goes on.
+            #[test]
+            fn a_panicking_clone_leaves_out_as_it_was() {
+                use std::panic::{catch_unwind, AssertUnwindSafe};
+                let hub: Hub<u64, Brittle> = Hub::builder().retain_latest().build();
+                let tx = hub.sender();
+                let mut rx = hub.receiver();
+                tx.send(0, Brittle(0)).unwrap();
+                let mut out = vec![rx.try_recv().unwrap()];
+                tx.send(1, Brittle(1)).unwrap();
+                let sent = catch_unwind(|| tx.send(2, Brittle(POISON)));
+                let read = catch_unwind(AssertUnwindSafe(|| rx.try_recv_all_into(&mut out)));
+                assert!(sent.is_err() || read.is_err(), "no clone of POISON ran");
+                match read {
+                    Err(_) => assert!(out.iter().map(|e| e.key).eq([0]), "{out:?}"),
+                    Ok(taken) => assert_eq!(out.len(), 1 + taken.unwrap_or(0)),
+                }
+                out.truncate(1);
+                tx.send(3, Brittle(3)).unwrap();
+                assert_eq!(rx.try_recv_all_into(&mut out).map(|_| out.last().map(|e| e.key)), Ok(Some(3)));
             }
 
             /// `try_recv_all` is `try_recv_all_into` a fresh `Vec`: the same

@@ -374,7 +374,15 @@ where
     /// # Errors
     /// As [`try_recv_all`](Self::try_recv_all).
     pub fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
-        self.try_take(|kind, shared| Some(kind.cut_into(shared, out)).filter(|&n| n > 0))
+        let mut appending = Appending {
+            start: out.len(),
+            out,
+            done: false,
+        };
+        let taken = self
+            .try_take(|kind, shared| Some(kind.cut_into(shared, appending.out)).filter(|&n| n > 0));
+        appending.done = true;
+        taken
     }
 
     /// A copy of the oldest pending event, left in place: what `try_recv` would
@@ -456,6 +464,26 @@ where
         match &self.kind {
             Kind::Own(core, local) => core.stats(local),
             Kind::Cells(rx, local) => local.stats(rx, &self.shared.cells),
+        }
+    }
+}
+
+/// The caller's `Vec` while a cut appends to it. A cut can unwind half-way (a
+/// `V: Clone` of a value the hub's table or another receiver still holds);
+/// then what it had appended is dropped here, so the caller never finds part
+/// of a batch in `out` (the baseline, which only moves values, cannot unwind
+/// there). `done` rather than `thread::panicking()`: a cut that returns
+/// normally while some outer panic unwinds keeps its batch.
+struct Appending<'a, T> {
+    out: &'a mut Vec<T>,
+    start: usize,
+    done: bool,
+}
+
+impl<T> Drop for Appending<'_, T> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.out.truncate(self.start);
         }
     }
 }
