@@ -14,7 +14,8 @@
 //!   value pool): each is written only under its lock or by its single owner,
 //!   and every lock is released by a drop guard that first restores the
 //!   protected state, also when user code (a merge, a key filter, `K: Clone`,
-//!   `V: Clone`, `T: Clone`, `T: PartialEq`) unwinds under it. A panic in user
+//!   `V: Clone`, `T: PartialEq`) unwinds under it; broadcast's `T: Clone` runs
+//!   under no lock, only a pin whose guard releases it. A panic in user
 //!   code reaches the caller with the bus usable: no poisoned lock, no
 //!   half-written slot (conflate rule 9 and the broadcast writer lock's guard,
 //!   docs/design.md "Panics in user code"; tested in `tests/unwind_safety.rs`
