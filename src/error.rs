@@ -17,6 +17,7 @@ pub struct SendError<K, V> {
 
 impl<K, V> SendError<K, V> {
     /// Takes the rejected key and value back.
+    #[must_use]
     pub fn into_inner(self) -> (K, V) {
         (self.key, self.value)
     }
@@ -107,6 +108,7 @@ pub struct AppendError<T>(pub T);
 
 impl<T> AppendError<T> {
     /// Takes the rejected value back.
+    #[must_use]
     pub fn into_inner(self) -> T {
         self.0
     }

@@ -189,6 +189,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `capacity == 0`.
+    #[must_use]
     pub fn new(capacity: usize) -> Self {
         assert!(
             capacity > 0,
@@ -212,6 +213,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// How many revisions the buffer retains.
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.shared.capacity
     }
@@ -252,6 +254,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// The latest revision, 0 before the first append.
+    #[must_use]
     pub fn tail(&self) -> u64 {
         lock(&self.shared.state).revision
     }
@@ -263,6 +266,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// A copy of the latest entry, `None` before the first append.
+    #[must_use]
     pub fn latest(&self) -> Option<Entry<T>> {
         let s = lock(&self.shared.state);
         (s.count > 0).then(|| Entry {
@@ -272,6 +276,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// A copy of every retained entry, oldest first.
+    #[must_use]
     pub fn retained(&self) -> Vec<Entry<T>> {
         let s = lock(&self.shared.state);
         (s.floor() + 1..=s.revision)
@@ -324,6 +329,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0` (when called, not when polled).
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn read_async(
         &self,
         after: u64,
@@ -334,6 +340,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// A reader whose cursor is the current tail: only new values.
+    #[must_use]
     pub fn reader(&self) -> Reader<T> {
         Reader {
             shared: self.shared.clone(),
@@ -342,6 +349,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// A reader resuming after `after`.
+    #[must_use]
     pub fn reader_at(&self, after: u64) -> Reader<T> {
         Reader {
             shared: self.shared.clone(),
@@ -356,11 +364,13 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// Whether [`close`](Self::close) was called on any handle.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         lock(&self.shared.state).closed
     }
 
     /// An id of this buffer instance, unique within the process.
+    #[must_use]
     pub fn generation(&self) -> u64 {
         self.shared.generation
     }
@@ -400,6 +410,7 @@ fn step<T: Clone>(shared: &Shared<T>, cursor: &mut u64) -> Option<Result<Entry<T
 impl<T> Reader<T> {
     /// The last revision this reader returned (or was created at, or was moved
     /// to by a gap).
+    #[must_use]
     pub fn cursor(&self) -> u64 {
         self.cursor
     }
@@ -421,6 +432,7 @@ impl<T: Clone + Send + Sync + 'static> Reader<T> {
 
     /// The async form of [`next`](Self::next). Dropping the future before it
     /// completes leaves the cursor unchanged.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_ {
         let Reader { shared, cursor } = self;
         let shared: &Shared<T> = shared;

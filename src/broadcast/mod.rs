@@ -246,6 +246,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `capacity == 0`.
+    #[must_use]
     pub fn new(capacity: usize) -> Self {
         Buffer {
             ring: Arc::new(Ring::new(capacity)),
@@ -253,6 +254,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// How many revisions the buffer retains.
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.ring.capacity()
     }
@@ -277,6 +279,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// The latest revision, 0 before the first append. Never blocks.
+    #[must_use]
     pub fn tail(&self) -> u64 {
         self.ring.tail()
     }
@@ -288,12 +291,14 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// A copy of the latest entry, `None` before the first append. Never blocks.
+    #[must_use]
     pub fn latest(&self) -> Option<Entry<T>> {
         self.ring.latest()
     }
 
     /// A copy of every retained entry, oldest first. Makes no continuity claim:
     /// entries evicted while it copies are left out. Never blocks.
+    #[must_use]
     pub fn retained(&self) -> Vec<Entry<T>> {
         self.ring.retained()
     }
@@ -346,6 +351,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0` (when called, not when polled).
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn read_async(
         &self,
         after: u64,
@@ -362,6 +368,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
 
     /// A reader whose cursor is the current tail: it sees only revisions appended
     /// from now on.
+    #[must_use]
     pub fn reader(&self) -> Reader<T> {
         Reader::new(self.ring.clone(), self.tail())
     }
@@ -369,6 +376,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// A reader resuming after `after` (a cursor saved from this buffer, or a
     /// revision from [`latest`](Self::latest) / [`tail`](Self::tail)). Range
     /// problems are reported by its first read, not here.
+    #[must_use]
     pub fn reader_at(&self, after: u64) -> Reader<T> {
         Reader::new(self.ring.clone(), after)
     }
@@ -381,12 +389,14 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// Whether [`close`](Self::close) was called on any handle.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         self.ring.is_closed()
     }
 
     /// An id of this buffer instance, unique within the process (and random across
     /// processes). Revisions and cursors are only meaningful together with it.
+    #[must_use]
     pub fn generation(&self) -> u64 {
         self.ring.generation()
     }

@@ -29,6 +29,7 @@ impl<T> Reader<T> {
 
     /// The last revision this reader returned (or was created at, or was moved
     /// to by a gap). Save it together with [`Buffer::generation`](super::Buffer::generation).
+    #[must_use]
     pub fn cursor(&self) -> u64 {
         self.cursor
     }
@@ -68,6 +69,7 @@ impl<T: Clone + Send + Sync + 'static> Reader<T> {
 
     /// The async form of [`next`](Self::next): runtime-agnostic, `Send`. Dropping
     /// the future before it completes leaves the cursor unchanged.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_ {
         let Reader { ring, cursor } = self;
         let ring: &Ring<T> = ring;

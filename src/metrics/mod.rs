@@ -202,6 +202,7 @@ struct Inner {
 
 /// Configures a [`KeybusRecorder`]; from [`KeybusRecorder::builder`].
 #[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct RecorderBuilder {
     retain_latest: bool,
 }
@@ -210,6 +211,7 @@ impl RecorderBuilder {
     /// Keeps every metric's folded value since the start (the hub's state
     /// table), so that [`KeybusRecorder::snapshot_receiver`] can hand a late
     /// consumer the whole current state. Costs one table entry per metric.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn retain_latest(self) -> Self {
         RecorderBuilder {
             retain_latest: true,

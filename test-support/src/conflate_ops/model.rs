@@ -123,9 +123,9 @@ impl<K, V> Rx<K, V> {
     where
         K: Eq,
     {
-        self.queue.front().is_some_and(|head| {
-            self.is_tombstone(&head.value) && !self.seen.contains(&head.key)
-        })
+        self.queue
+            .front()
+            .is_some_and(|head| self.is_tombstone(&head.value) && !self.seen.contains(&head.key))
     }
 }
 

@@ -372,8 +372,7 @@ impl<I: ConflateImpl> World<I> {
                             1 => Outcome::IterNext(I::iter_next(r)),
                             _ => {
                                 let now = Instant::now();
-                                let past =
-                                    now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
+                                let past = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
                                 Outcome::BlockingDeadline(I::recv_deadline(r, past))
                             }
                         }
