@@ -117,7 +117,7 @@ pub fn far_future_cursor_is_future_in_every_form<B: Broadcast>() {
         })
     );
     // A reader keeps its cursor on Future, every time.
-    let mut r = buf.reader_at(u64::MAX);
+    let mut r = buf.reader_at(buf.cursor_at(u64::MAX));
     for _ in 0..3 {
         assert_eq!(
             r.try_next(),
@@ -140,7 +140,7 @@ pub fn far_future_cursor_is_future_in_every_form<B: Broadcast>() {
                 tail: 10
             })
         );
-        assert_eq!(r.cursor(), u64::MAX);
+        assert_eq!(r.cursor().revision(), u64::MAX);
     }
     // Future beats Closed (checks run Future/Gap first).
     buf.close();
@@ -167,7 +167,7 @@ pub fn cursor_from_another_buffer<B: Broadcast>() {
     let short = filled::<B>(4, 3);
     assert_ne!(long.generation(), short.generation());
     // A cursor past this buffer's tail: Future, not a silent read.
-    let cursor = long.reader().cursor();
+    let cursor = long.reader().cursor().revision();
     assert_eq!(
         short.try_read(cursor, 8),
         Err(ReadError::Future {
@@ -175,7 +175,7 @@ pub fn cursor_from_another_buffer<B: Broadcast>() {
             tail: 3
         })
     );
-    let mut r = short.reader_at(cursor);
+    let mut r = short.reader_at(short.cursor_at(cursor));
     assert_eq!(
         r.try_next(),
         Err(ReadError::Future {
@@ -195,7 +195,7 @@ pub fn cursor_from_another_buffer<B: Broadcast>() {
     assert_eq!(revisions(&short.try_read(1, 8).unwrap()), [2, 3]);
     // A Future cursor becomes readable once the tail passes it.
     let buf = filled::<B>(4, 3);
-    let mut r = buf.reader_at(5);
+    let mut r = buf.reader_at(buf.cursor_at(5));
     assert_eq!(r.try_next(), Err(ReadError::Future { after: 5, tail: 3 }));
     buf.append(4).unwrap();
     buf.append(5).unwrap();
@@ -211,8 +211,8 @@ pub fn cursor_from_another_buffer<B: Broadcast>() {
 /// `Closed` in every form instead of waiting forever.
 pub fn reader_after_every_buffer_handle_dropped_drains_then_closed<B: Broadcast>() {
     let buf = filled::<B>(4, 6);
-    let mut r = buf.reader_at(2);
-    let mut behind = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(2));
+    let mut behind = buf.reader_at(buf.cursor_at(0));
     let clone = buf.clone();
     drop(buf);
     assert_eq!(r.try_next().unwrap().value, 3, "a clone keeps it open");
@@ -229,12 +229,12 @@ pub fn reader_after_every_buffer_handle_dropped_drains_then_closed<B: Broadcast>
     assert_eq!(r.try_next(), Err(ReadError::Closed));
     assert_eq!(r.next(), Err(ReadError::Closed));
     assert_eq!(poll_once(r.next_async()), Some(Err(ReadError::Closed)));
-    assert_eq!(r.cursor(), 6);
+    assert_eq!(r.cursor().revision(), 6);
 }
 
 pub fn reader_after_close_and_drop_of_every_handle_drains_then_closed<B: Broadcast>() {
     let buf = filled::<B>(4, 6);
-    let mut r = buf.reader_at(4);
+    let mut r = buf.reader_at(buf.cursor_at(4));
     buf.close();
     drop(buf);
     assert_eq!(r.next().unwrap().revision, 5);
@@ -291,7 +291,7 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
     for n in 1..=3 {
         buf.append(Touchy::new(n, &trap)).unwrap();
     }
-    let mut r = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(0));
     for nth in 1..=3 {
         trap.arm(Which::Clone, nth);
         assert!(catch_unwind(AssertUnwindSafe(|| buf.try_read(0, 8))).is_err());
@@ -299,7 +299,7 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
         assert!(catch_unwind(AssertUnwindSafe(|| r.try_next())).is_err());
         trap.disarm();
         // The reader's cursor did not move past what it never got.
-        assert_eq!(r.cursor(), 0);
+        assert_eq!(r.cursor().revision(), 0);
     }
     // The writer was never held up, readers still read.
     buf.append(Touchy::new(4, &trap)).unwrap();
