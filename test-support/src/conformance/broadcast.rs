@@ -513,6 +513,9 @@ pub fn rule6_close_wakes_blocked_readers<B: Broadcast>() {
 
 // ---- rule 7: generation ----
 
+// Cursors carrying the generation, seek, and the Stream form.
+pub use super::broadcast_cursor::*;
+
 pub fn rule7_generation_identifies_the_buffer_instance<B: Broadcast>() {
     let a = B::Buffer::<u8>::new(1);
     assert_eq!(a.generation(), a.clone().generation());
