@@ -126,6 +126,13 @@ impl FromStr for Cursor {
 }
 
 /// A string that is not a [`Cursor`] as its `Display` writes it.
+///
+/// ```
+/// use keybus::broadcast::Cursor;
+///
+/// assert!("0123:abc".parse::<Cursor>().is_err()); // the revision is decimal
+/// assert_eq!("0123:45".parse::<Cursor>(), Ok(Cursor::new(0x123, 45)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseCursorError(());
 
@@ -146,6 +153,24 @@ impl Error for ParseCursorError {}
 /// taken from the same buffer (`tail()`, an entry's `revision`), and a `Cursor`
 /// for anything saved, sent or handed between components. Sealed: implemented
 /// for exactly these two types.
+///
+/// ```
+/// use keybus::broadcast::{Buffer, ReadError};
+///
+/// let a = Buffer::new(4);
+/// let b = Buffer::new(4);
+/// for v in 1..=3 {
+///     a.append(v).unwrap();
+///     b.append(v).unwrap();
+/// }
+/// // A revision just taken from the same buffer: fine as a bare u64.
+/// let tail = a.tail();
+/// a.append(4).unwrap();
+/// assert_eq!(a.try_read(tail, 8).unwrap()[0].value, 4);
+/// // The same revision as a cursor is checked; as a bare u64 it cannot be.
+/// assert!(matches!(b.try_read(a.cursor_at(tail), 8), Err(ReadError::Foreign { .. })));
+/// assert_eq!(b.try_read(tail, 8), Err(ReadError::Empty)); // read as b's own revision 3
+/// ```
 pub trait Position: Copy + sealed::Sealed {}
 
 impl Position for Cursor {}

@@ -204,7 +204,8 @@
 //!   and no state is shared with other buffers or the rest of the process. Once
 //!   the ring is full it allocates nothing (`tests/broadcast_alloc.rs`) unless a
 //!   read in progress has pinned the nodes it would recycle.
-//! - `try_read`: one atomic load (tail and close flag), then per entry two stamp loads, a pointer load,
+//! - `try_read`: a comparison of the cursor's generation (no atomic), one
+//!   atomic load (tail and close flag), then per entry two stamp loads, a pointer load,
 //!   a pin and an unpin (two read-modify-writes on the node's count, shared only
 //!   with readers of the same entry) and one `T::clone`. `latest` is one entry;
 //!   `retained` is up to `capacity` entries. Nothing waits.
@@ -340,6 +341,17 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
 
     /// The tail as a cursor of this buffer: what a fresh [`reader`](Self::reader)
     /// starts at.
+    ///
+    /// ```
+    /// use keybus::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(4);
+    /// buf.append('a').unwrap();
+    /// let here = buf.cursor(); // save it: a later reader_at(here) misses nothing
+    /// buf.append('b').unwrap();
+    /// assert_eq!(buf.reader_at(here).try_next().unwrap().value, 'b');
+    /// assert_eq!((here.generation(), here.revision()), (buf.generation(), 1));
+    /// ```
     pub fn cursor(&self) -> Cursor {
         self.cursor_at(self.tail())
     }
@@ -348,6 +360,17 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// [`latest`](Self::latest)), for [`reader_at`](Self::reader_at) and
     /// [`Reader::seek`]. Nothing is checked here; a revision past the tail is
     /// `Future` when used.
+    ///
+    /// ```
+    /// use keybus::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(4);
+    /// buf.append(1).unwrap();
+    /// let snapshot = buf.latest().unwrap();
+    /// buf.append(2).unwrap();
+    /// let mut reader = buf.reader_at(buf.cursor_at(snapshot.revision));
+    /// assert_eq!(reader.try_next().unwrap().value, 2);
+    /// ```
     pub fn cursor_at(&self, revision: u64) -> Cursor {
         Cursor::new(self.generation(), revision)
     }

@@ -114,6 +114,20 @@ impl<T> Reader<T> {
 
     /// Skips everything retained: the next read returns the first revision
     /// appended after this call (as a fresh [`Buffer::reader`](super::Buffer::reader)).
+    ///
+    /// ```
+    /// use keybus::broadcast::{Buffer, ReadError};
+    ///
+    /// let buf = Buffer::new(4);
+    /// let mut reader = buf.reader();
+    /// for v in 1..=3 {
+    ///     buf.append(v).unwrap();
+    /// }
+    /// reader.seek_to_tail(); // a backlog it does not want
+    /// assert_eq!(reader.try_next(), Err(ReadError::Empty));
+    /// buf.append(4).unwrap();
+    /// assert_eq!(reader.try_next().unwrap().value, 4);
+    /// ```
     pub fn seek_to_tail(&mut self) {
         self.move_to(self.ring.tail());
     }
@@ -121,6 +135,18 @@ impl<T> Reader<T> {
     /// Moves to just before the oldest retained revision: the next read returns
     /// the oldest entry retained at this call (or, if appends evict it before
     /// that read, reports the `Gap` once and goes on from the new oldest).
+    ///
+    /// ```
+    /// use keybus::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(2);
+    /// for v in 1..=5 {
+    ///     buf.append(v).unwrap();
+    /// }
+    /// let mut reader = buf.reader();
+    /// reader.seek_to_oldest(); // everything retained: revisions 4 and 5
+    /// assert_eq!(reader.try_next().unwrap().value, 4);
+    /// ```
     pub fn seek_to_oldest(&mut self) {
         self.move_to(self.ring.floor());
     }
