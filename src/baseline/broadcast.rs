@@ -16,6 +16,14 @@
 //! assert_eq!(buf.try_read(1, 8).unwrap().len(), 2);
 //! // ...cursor 0 lost revision 1.
 //! assert_eq!(buf.try_read(0, 8), Err(ReadError::Gap { after: 0, oldest: 2 }));
+//!
+//! // Cursors carry the generation; one of another buffer (of either kind) is
+//! // refused, one of this buffer resumes.
+//! let lockfree = keybus::broadcast::Buffer::<&str>::new(2);
+//! let mut reader = buf.reader_at(lockfree.cursor());
+//! assert!(matches!(reader.try_next(), Err(ReadError::Foreign { .. })));
+//! reader.seek(buf.cursor_at(2)).unwrap();
+//! assert_eq!(reader.try_next().unwrap().value, "c");
 //! ```
 //!
 //! # Design

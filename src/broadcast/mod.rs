@@ -2,9 +2,10 @@
 //!
 //! One [`Buffer`] retains the last `capacity` revisions of one stream. Any number
 //! of readers read it independently, each with its own [`Cursor`] (the buffer's
-//! generation and a revision number); none of them consumes anything, and the writer never waits for any of them. A
-//! reader that falls behind retention is told so with [`ReadError::Gap`], never
-//! silently skipped.
+//! generation and a revision number); none of them consumes anything, and the
+//! writer never waits for any of them. A reader that falls behind retention is
+//! told so with [`ReadError::Gap`], never silently skipped. A [`Reader`] is also
+//! a [`Stream`](futures_core::Stream) of entries and gaps.
 //!
 //! ```
 //! use keybus::broadcast::{Buffer, ReadError};
@@ -35,9 +36,10 @@
 //!   [`ReadError::Gap`]; otherwise the entries with revision `> r` are readable,
 //!   oldest first, at most `limit` per read. Retaining 101..=132, cursor 100 reads
 //!   all 32 entries and cursor 99 gets `Gap { after: 99, oldest: 101 }`.
-//! - Checks run in this order: `Foreign`, `Future`/`Gap`, then entries, then (nothing past
-//!   the cursor) `Closed` if closed, else `Empty` ([`Buffer::try_read`]), a wait
-//!   ([`Buffer::read`]) or `Timeout` ([`Buffer::read_timeout`]).
+//! - Checks run in this order: `Foreign`, `Future`/`Gap`, then entries, then
+//!   (nothing past the cursor) `Closed` if closed, else `Empty`
+//!   ([`Buffer::try_read`]), a wait ([`Buffer::read`]) or `Timeout`
+//!   ([`Buffer::read_timeout`]).
 //! - Every entry is the reader's own clone: no reader can change what another
 //!   sees.
 //! - Snapshot then subscribe loses nothing: [`Buffer::latest`] (or `tail`) then
@@ -192,7 +194,8 @@
 //! one if needed. `k` stalled reads thus add at most `k` nodes, however many
 //! appends run meanwhile (tested in `src/broadcast/tests.rs`). Nodes are freed
 //! when the ring is; readers otherwise cost nothing in the buffer (a `Reader` is
-//! a handle, a cursor and the parking state of its `Stream` form). Details: docs/design.md, section Broadcast.
+//! a handle, a cursor and the parking state of its `Stream` form). Details:
+//! docs/design.md, section Broadcast.
 //!
 //! # Performance
 //!
@@ -205,8 +208,8 @@
 //!   the ring is full it allocates nothing (`tests/broadcast_alloc.rs`) unless a
 //!   read in progress has pinned the nodes it would recycle.
 //! - `try_read`: a comparison of the cursor's generation (no atomic), one
-//!   atomic load (tail and close flag), then per entry two stamp loads, a pointer load,
-//!   a pin and an unpin (two read-modify-writes on the node's count, shared only
+//!   atomic load (tail and close flag), then per entry two stamp loads, a
+//!   pointer load, a pin and an unpin (two read-modify-writes on the node's count, shared only
 //!   with readers of the same entry) and one `T::clone`. `latest` is one entry;
 //!   `retained` is up to `capacity` entries. Nothing waits.
 //! - `read`, `next` and their timeout/async forms park only when nothing is past
