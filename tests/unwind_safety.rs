@@ -128,7 +128,7 @@ macro_rules! broadcast_unwind_tests {
                     let mut reader = reader;
                     let a = reader.try_next().unwrap();
                     let b = reader.try_next().unwrap();
-                    (a.value.0, b.value.0, reader.cursor())
+                    (a.value.0, b.value.0, reader.cursor().revision())
                 })
                 .expect("no user code panics here");
                 assert_eq!(read, (POISON, 2, 2));
