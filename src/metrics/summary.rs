@@ -172,33 +172,17 @@ impl Summary {
     /// `self` followed by `later`: the summary of both sample sets.
     #[inline]
     pub fn then(mut self, mut later: Summary) -> Summary {
-        let sketch = match (self.sketch.take(), later.sketch.take()) {
-            (Some(mut a), Some(b)) => {
-                merge_sketch(&mut a, &b);
-                Some(a)
-            }
-            (Some(mut a), None) => {
-                if let Some((value, n)) = later.uniform_value() {
-                    add_copies(&mut a, value, n);
-                }
-                Some(a)
-            }
-            (None, Some(mut b)) => {
-                if let Some((value, n)) = self.uniform_value() {
-                    add_copies(&mut b, value, n);
-                }
-                Some(b)
-            }
-            (None, None) => match (self.uniform_value(), later.uniform_value()) {
-                (None, None) => None,
-                (a, b) => {
-                    let mut sketch = new_sketch();
-                    for (value, n) in [a, b].into_iter().flatten() {
-                        add_copies(&mut sketch, value, n);
-                    }
-                    Some(sketch)
-                }
-            },
+        let (a, b) = (self.sketch.take(), later.sketch.take());
+        // A side's uniform value stands for its samples only when it has no sketch.
+        let a_uniform = a.is_none().then(|| self.uniform_value()).flatten();
+        let b_uniform = b.is_none().then(|| later.uniform_value()).flatten();
+        // Only a fold that involves finite samples touches a sketch; that work is
+        // out of line, so that the hub's fold of counters and gauges, which
+        // shares `Update::merge` with this, stays small enough to inline.
+        let sketch = if a.is_none() && b.is_none() && a_uniform.is_none() && b_uniform.is_none() {
+            None
+        } else {
+            Some(join_sketches(a, a_uniform, b, b_uniform))
         };
         Summary {
             count: self.count + later.count,
@@ -206,6 +190,37 @@ impl Summary {
             min: self.min.min(later.min),
             max: self.max.max(later.max),
             sketch,
+        }
+    }
+}
+
+/// The sketch of two summaries' finite samples: each side is its sketch, or
+/// (without one) its uniform value and how many samples have it. Reuses one of
+/// the sketches when there is one; allocates one otherwise.
+#[inline(never)]
+fn join_sketches(
+    a: Option<Box<metrics_util::storage::Summary>>,
+    a_uniform: Option<(f64, u64)>,
+    b: Option<Box<metrics_util::storage::Summary>>,
+    b_uniform: Option<(f64, u64)>,
+) -> Box<metrics_util::storage::Summary> {
+    match (a, b) {
+        (Some(mut a), Some(b)) => {
+            merge_sketch(&mut a, &b);
+            a
+        }
+        (Some(mut sketch), None) | (None, Some(mut sketch)) => {
+            if let Some((value, n)) = a_uniform.or(b_uniform) {
+                add_copies(&mut sketch, value, n);
+            }
+            sketch
+        }
+        (None, None) => {
+            let mut sketch = new_sketch();
+            for (value, n) in [a_uniform, b_uniform].into_iter().flatten() {
+                add_copies(&mut sketch, value, n);
+            }
+            sketch
         }
     }
 }
@@ -305,6 +320,17 @@ mod tests {
                 "n = {n}: {p}"
             );
         }
+    }
+
+    /// A sketch whose samples are all one value is not taken for a sketch-less
+    /// summary of that value (its samples would count twice).
+    #[test]
+    fn a_sketch_of_one_value_counts_once() {
+        let two = Summary::of(5.0, 1).then(Summary::of(5.0, 1));
+        assert!(two.sketch.is_some());
+        assert_eq!(two.clone().then(Summary::of(7.0, 1)).quantile_count(), 3);
+        assert_eq!(Summary::of(7.0, 1).then(two.clone()).quantile_count(), 3);
+        assert_eq!(two.clone().then(two).quantile_count(), 4);
     }
 
     /// The fold's order does not change the quantiles.
