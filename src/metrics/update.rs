@@ -298,6 +298,13 @@ mod tests {
         }
     }
 
+    /// The size docs/design.md and the module docs quote.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_update_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Update>(), 48);
+    }
+
     #[test]
     fn kinds_do_not_fold_across() {
         let c = Update::Counter(CounterUpdate::increment(1));
