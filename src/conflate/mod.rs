@@ -84,6 +84,81 @@
 //!   `overflowed`; sends for pending keys still merge. `max_pending(0)` panics
 //!   (documented).
 //!
+//! # Removal
+//!
+//! A hub merge that returns `None` *annihilates*: at a receiver with the key
+//! pending, the pending value and the send vanish, as if neither happened.
+//! That is right for a create/delete pair nobody observed, and wrong for the
+//! end of an entity a consumer already knows: it would keep it forever. For
+//! that, build the hub with [`HubBuilder::tombstones`]: values the test
+//! accepts are *tombstones*, and a tombstone removes its key.
+//!
+//! - **The table forgets the key**: [`Hub::latest`] is `None`, [`Hub::snapshot`]
+//!   and snapshot receivers leave it out; a later value starts a new *life* of
+//!   the key at the back of the table's order.
+//! - **A receiver that delivered an event of the key's current life** (took a
+//!   value of it with any receive method) **gets the tombstone, once**, as an
+//!   ordinary [`Event`] whose value is the tombstone, with `sends` counting it
+//!   and any values folded into it since the last take.
+//! - **A receiver that did not** (it registered after the life began and was
+//!   not seeded with it, or the key stayed pending from the first value to the
+//!   tombstone) **gets nothing**: the values and the tombstone count as
+//!   `annihilated` in its stats.
+//! - **No merge folds across a removal**: a tombstone replaces a pending value,
+//!   and a value replaces a pending tombstone (the key's next life), whatever
+//!   the merge; only two values of one life meet the hub's or a receiver's
+//!   merge. A merge whose result is a tombstone removes the key from the table.
+//! - A key filter decides a tombstone like any send; a bounded receiver with
+//!   no room refuses it like any new key (counted in `overflowed`).
+//!
+//! Each receiver's consumer keeps the keys it delivered (one per live key
+//! delivered), so the receiver decides when it takes an event: until then a
+//! tombstone it will drop still counts in [`Receiver::len`] and the stats'
+//! `pending`. With tombstones, `len() > 0` therefore does not promise that
+//! `recv` returns at once; [`Receiver::peek`] (which drops such tombstones)
+//! does.
+//!
+//! The informer pattern, a consumer keeping a copy of the hub's state:
+//!
+//! ```
+//! use keybus::conflate::Hub;
+//! use std::collections::HashMap;
+//!
+//! #[derive(Clone, Debug, PartialEq)]
+//! enum Pod {
+//!     Up { restarts: u32 },
+//!     Deleted,
+//! }
+//!
+//! let hub = Hub::builder()
+//!     .retain_latest()
+//!     .tombstones(|pod: &Pod| *pod == Pod::Deleted)
+//!     .build();
+//! let tx = hub.sender();
+//! tx.send("web-1", Pod::Up { restarts: 0 }).unwrap();
+//! tx.send("web-2", Pod::Up { restarts: 0 }).unwrap();
+//!
+//! // A late consumer: the table first, then every change.
+//! let mut informer = hub.receiver_builder().snapshot().build();
+//! let mut cache = HashMap::new();
+//! let mut apply = |cache: &mut HashMap<_, _>, key, pod| match pod {
+//!     Pod::Deleted => assert!(cache.remove(&key).is_some(), "only known pods end"),
+//!     pod => drop(cache.insert(key, pod)),
+//! };
+//! for event in informer.try_recv_all().unwrap() {
+//!     apply(&mut cache, event.key, event.value);
+//! }
+//! tx.send("web-1", Pod::Up { restarts: 1 }).unwrap();
+//! tx.send("web-3", Pod::Up { restarts: 0 }).unwrap();
+//! tx.send("web-3", Pod::Deleted).unwrap(); // born and gone unseen: nothing
+//! tx.send("web-2", Pod::Deleted).unwrap();
+//! for event in informer.try_recv_all().unwrap() {
+//!     apply(&mut cache, event.key, event.value);
+//! }
+//! let table: HashMap<_, _> = hub.snapshot().into_iter().collect();
+//! assert_eq!(cache, table); // {"web-1": Up { restarts: 1 }}
+//! ```
+//!
 //! # Closing
 //!
 //! | call | effect |
