@@ -370,6 +370,11 @@ pub(crate) struct Cells<K, V> {
     merge: Merge<V>,
     /// Which values remove their key from the table.
     tombstones: Tombstones<V>,
+    /// A table that tombstones can remove keys from: a value for a cell out
+    /// of the table must take the slow path to re-enter it. (Without
+    /// tombstones, a cell of a newer-wins hub with a table and a value is in
+    /// the table.)
+    retain_after_tombstones: bool,
     /// The next first-touch number for the table.
     next_order: AtomicU64,
 }
@@ -397,6 +402,7 @@ impl<K, V> Cells<K, V> {
                 .collect(),
             retain,
             merge,
+            retain_after_tombstones: retain && tombstones.enabled(),
             tombstones,
             next_order: AtomicU64::new(0),
         }
@@ -524,7 +530,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             if cell.stamp == now
                 && cell.value().is_some()
                 && !tombstone
-                && (cell.retained() || !self.retain)
+                && (!self.retain_after_tombstones || cell.retained())
             {
                 // Every cell receiver has the key pending in its current
                 // epoch: one write, whatever their number. (A tombstone, or
