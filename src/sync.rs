@@ -4,7 +4,10 @@
 //! loom's model-checked versions so the protocols in `conflate` and `broadcast` can
 //! be explored exhaustively by the models in `loom-tests/`, and `--cfg shuttle`
 //! swaps in shuttle's, for the randomized schedules of `tests/shuttle_*.rs`. Code
-//! elsewhere never names `std::sync::atomic` directly.
+//! elsewhere names `std::sync::atomic` only for what no model should explore:
+//! the per-thread `sent` stripes' storage and ids (`conflate/stripes.rs`, whose
+//! protocol the loom models drive through this module's types), unit tests, and
+//! the `metrics` recorder's refusal counters.
 
 #[cfg(not(any(loom, shuttle)))]
 #[allow(unused_imports)]

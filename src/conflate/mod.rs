@@ -576,7 +576,7 @@ where
         }
     }
 
-    /// The hub. Allocates the shared state (and the table's 8 shards with
+    /// The hub. Allocates the shared state (and the table's 32 cell shards with
     /// `retain_latest`); never blocks.
     #[must_use]
     pub fn build(self) -> Hub<K, V> {

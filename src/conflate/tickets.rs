@@ -16,7 +16,7 @@
 const NIL: u32 = u32::MAX;
 
 /// `slot` of a node on the free list (never a packed shard and index: see
-/// `core::MAX_SLAB`).
+/// `slab::MAX_SLAB`).
 const FREE: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
