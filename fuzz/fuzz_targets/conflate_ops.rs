@@ -1,6 +1,6 @@
 //! `keybus::conflate` against `keybus::baseline::conflate` in lockstep (see
 //! `keybus_fuzz::lockstep` and `test-support/src/conflate_ops.rs`). The ops include
-//! hubs with a state table (`retain_latest`), snapshot and bounded
+//! hubs with a state table (`retain_latest`) and with tombstones (removal), snapshot and bounded
 //! (`max_pending`) receivers, `latest`, `snapshot` and `stats`; every receiver's
 //! and the hub's stats are compared after every step, and each side's receivers
 //! must keep the conservation law after every step.
