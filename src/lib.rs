@@ -46,4 +46,4 @@ pub struct ReadmeDoctests;
 
 pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use event::{Entry, Event};
-pub use stats::{HubStats, ReceiverStats};
+pub use stats::{HubStats, ReceiverInfo, ReceiverStats};

@@ -105,7 +105,7 @@ macro_rules! reentrance_suite {
 
             #[test]
             fn closing_the_hub_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| h.close());
+                let msg = reentrant_message(|h| h.close_now());
                 assert!(msg.contains("Hub::close"), "{msg}");
             }
 

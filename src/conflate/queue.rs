@@ -33,7 +33,7 @@
 //! slot is installing the next block, and other producers wait for it.
 
 use crate::sync::{lock, snooze, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
-use crossbeam_utils::Backoff;
+use crossbeam_utils::{Backoff, CachePadded};
 use std::ptr;
 
 /// Positions per lap; the last one of each lap is the "next block" marker.
@@ -154,7 +154,36 @@ pub(crate) struct Queue {
     /// entries on each side, so the lock costs a fraction of an RMW per entry.
     #[allow(clippy::vec_box)] // blocks are handed out as `Box`es
     spares: Mutex<Vec<Box<Block>>>,
+    /// The consumer's head as other threads read it (a watch's stats).
+    seen: CachePadded<Seen>,
 }
+
+/// The consumer's head, published for readers on other threads: the position
+/// is stored after every move of the head (a plain Release store, on a line
+/// only the consumer writes); the block it is in changes, under `block`'s
+/// lock, only when the head leaves a block, which is the only time the
+/// consumer frees one. A reader holding the lock therefore walks blocks that
+/// stay live until it lets go (`Queue::for_each_seen`).
+struct Seen {
+    pos: AtomicU64,
+    block: Mutex<SeenBlock>,
+}
+
+/// The head's block as of its last block change.
+struct SeenBlock {
+    /// Null while the head is in the first block (then it is `first`).
+    block: *mut Block,
+    /// The first position of `block`'s lap.
+    lap_start: u64,
+    /// The consumer let go of the queue (a close): its head is no longer
+    /// published, and the clean-up frees blocks without telling readers.
+    gone: bool,
+}
+
+// SAFETY: `block` is only an address, dereferenced by a reader under the lock
+// that keeps the consumer from freeing it (see `Seen`); the lock makes the
+// struct's moves between threads ordered.
+unsafe impl Send for SeenBlock {}
 
 /// Spare blocks kept per queue (about 3 KiB): enough for bursts of a few
 /// hundred new keys between two reads without allocating.
@@ -188,7 +217,52 @@ impl Queue {
             tail_block: AtomicPtr::new(ptr::null_mut()),
             first: AtomicPtr::new(ptr::null_mut()),
             spares: Mutex::new(Vec::new()),
+            seen: CachePadded::new(Seen {
+                pos: AtomicU64::new(0),
+                block: Mutex::new(SeenBlock {
+                    block: ptr::null_mut(),
+                    lap_start: 0,
+                    gone: false,
+                }),
+            }),
         }
+    }
+
+    /// Publishes the consumer's position. Release: a reader that loads it
+    /// (Acquire) after the consumer's later counts (see `Consumed::took`)
+    /// sees the head past what those counts hold.
+    #[inline]
+    fn publish(&self, head: &Head) {
+        self.seen.pos.store(head.pos, Ordering::Release);
+    }
+
+    /// The consumer let go of the queue: readers stop walking it (before the
+    /// clean-up may free blocks behind their back).
+    pub(crate) fn let_go(&self) {
+        lock(&self.seen.block).gone = true;
+    }
+
+    /// Visits the entries from the consumer's published head to the tail
+    /// without consuming them: any thread (a watch's stats). `false`, with
+    /// nothing visited, once the consumer let go. Holds the lock the consumer
+    /// takes to leave a block while it walks, so the consumer waits for it
+    /// only if it reaches a block boundary meanwhile; producers never wait.
+    pub(crate) fn for_each_seen(&self, f: impl FnMut(CellId, u64)) -> bool {
+        let seen = lock(&self.seen.block);
+        if seen.gone {
+            return false;
+        }
+        // The position is at least the block's lap start but for the marker
+        // just before it (stored after the block change), which holds no
+        // entry; it cannot be past `block`'s lap (that block change waits for
+        // this lock).
+        let pos = self.seen.pos.load(Ordering::Acquire).max(seen.lap_start);
+        let head = Head {
+            pos,
+            block: seen.block,
+        };
+        self.for_each_pending(&head, f);
+        true
     }
 
     /// A block for a producer: a spare if there is one, else a new one.
@@ -410,6 +484,7 @@ impl Queue {
             let c = block.cells[i].load(Ordering::Acquire);
             if c != 0 {
                 head.pos += 1;
+                self.publish(head);
                 return Some((c - 1, block.starts[i].load(Ordering::Relaxed)));
             }
         }
@@ -446,12 +521,22 @@ impl Queue {
                 // SAFETY: `head.block` is live: only the consumer frees blocks,
                 // and it frees this one here, once.
                 let next = unsafe { (*head.block).wait_next() };
-                // SAFETY: every producer that claimed a slot in this block has
-                // written it (the consumer read them all) and touches the
-                // block no more; the next block is linked.
-                self.recycle(unsafe { Box::from_raw(head.block) });
+                let old = head.block;
                 head.block = next;
                 head.pos += 1;
+                {
+                    // Readers walking from the old block hold this lock: wait
+                    // for them before freeing it.
+                    let mut seen = lock(&self.seen.block);
+                    seen.block = next;
+                    seen.lap_start = head.pos;
+                }
+                self.publish(head);
+                // SAFETY: every producer that claimed a slot in this block has
+                // written it (the consumer read them all) and touches the
+                // block no more; the next block is linked; no reader can
+                // still see it (the block change above).
+                self.recycle(unsafe { Box::from_raw(old) });
                 continue;
             }
             // SAFETY: as above.
@@ -459,6 +544,7 @@ impl Queue {
             let entry = block.wait_entry(offset as usize);
             if consume {
                 head.pos += 1;
+                self.publish(head);
             }
             return Some(entry);
         }
@@ -489,11 +575,14 @@ impl Queue {
                 out.push(block.wait_entry(i));
             }
             head.pos += in_block;
+            self.publish(head);
         }
     }
 
-    /// Visits the entries from `head` to the tail without consuming them (the
-    /// consumer's stats read). Consumer only.
+    /// Visits the entries from `head` to the tail without consuming them.
+    /// The consumer, or a reader holding the published head's lock
+    /// (`for_each_seen`): either way no block from `head` on is freed
+    /// meanwhile.
     pub(crate) fn for_each_pending(&self, head: &Head, mut f: impl FnMut(CellId, u64)) {
         let mut h = Head {
             pos: head.pos,
@@ -515,7 +604,7 @@ impl Queue {
             let offset = h.pos % LAP;
             if offset == BLOCK_CAP {
                 // SAFETY: the block is live (only the consumer frees blocks,
-                // and it is the caller).
+                // and it is the caller or waits for the caller's lock).
                 h.block = unsafe { (*h.block).wait_next() };
                 h.pos += 1;
                 continue;
