@@ -277,9 +277,12 @@ impl Consumed {
     /// The consumer took `events` events folding `sends` sends. Stored after
     /// the take, whose locks order it after the sends it counts: a reader that
     /// sees these counts and then loads `received` finds those sends in it.
+    ///
+    /// `folded` first: a reader loads `delivered` first, so it never sees
+    /// more events than the sends they fold.
     pub(crate) fn took(&self, events: u64, sends: u64) {
-        bump(&self.delivered, events);
         bump(&self.folded, sends);
+        bump(&self.delivered, events);
     }
 
     /// The consumer dropped values that folded `sends` sends.

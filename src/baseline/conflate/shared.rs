@@ -261,8 +261,10 @@ impl<K, V> Shared<K, V> {
         if let Some(r) = op(&mut rx.queue) {
             let (events, sends) = tally(&r);
             if events > 0 {
-                bump(&rx.counters.delivered, events);
+                // `folded` first: readers load `delivered` first, so they
+                // never see more events than the sends they fold.
                 bump(&rx.counters.folded, sends);
+                bump(&rx.counters.delivered, events);
                 rx.counters
                     .pending
                     .store(rx.queue.len() as u64, Ordering::Release);
