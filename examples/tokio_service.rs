@@ -85,8 +85,14 @@ async fn indexer(mut rx: Receiver<String, f64>) -> u64 {
 /// live updates; it leaves at the shutdown signal without draining.
 async fn late(mut rx: Receiver<String, f64>, mut shutdown: watch::Receiver<bool>) -> usize {
     let snapshot = rx.try_recv_all().unwrap_or_default();
-    assert!(snapshot.iter().all(|e| e.sends == 0), "the table, not sends");
-    println!("late: joined with {} metrics from the table", snapshot.len());
+    assert!(
+        snapshot.iter().all(|e| e.sends == 0),
+        "the table, not sends"
+    );
+    println!(
+        "late: joined with {} metrics from the table",
+        snapshot.len()
+    );
     loop {
         tokio::select! {
             event = rx.recv_async() => if event.is_err() { break },
@@ -164,5 +170,9 @@ async fn main() {
     );
     assert_eq!((h.sent, h.receivers), (sent, 0));
     assert_eq!((h.receivers_drained, h.receivers_dropped), (2, 1));
-    assert_eq!(hub.snapshot().len(), METRICS as usize, "the table keeps every metric");
+    assert_eq!(
+        hub.snapshot().len(),
+        METRICS as usize,
+        "the table keeps every metric"
+    );
 }

@@ -16,13 +16,16 @@ fn assert_departures_partition(s: &HubStats, registered: u64) {
     );
 }
 
-/// A hub with a plain receiver and a filtered one (the two kinds of the
-/// lock-free implementation), 3 keys pending at each, 4 sends.
-fn two_receivers<I: Conflate>() -> (
+/// A hub, its sender, and two receivers of it.
+type TwoReceivers<I> = (
     Hub<I, u32, u32>,
     Sender<I, u32, u32>,
     [Receiver<I, u32, u32>; 2],
-) {
+);
+
+/// A hub with a plain receiver and a filtered one (the two kinds of the
+/// lock-free implementation), 3 keys pending at each, 4 sends.
+fn two_receivers<I: Conflate>() -> TwoReceivers<I> {
     let hub = Hub::<I, u32, u32>::new();
     let tx = hub.sender();
     let plain = hub.receiver();
