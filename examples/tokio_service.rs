@@ -81,25 +81,17 @@ async fn indexer(mut rx: Receiver<String, f64>) -> u64 {
     }
 }
 
-/// A late joiner: born with the whole table pending (`sends == 0` each), then
-/// live updates; it leaves at the shutdown signal without draining.
-async fn late(mut rx: Receiver<String, f64>, mut shutdown: watch::Receiver<bool>) -> usize {
-    let snapshot = rx.try_recv_all().unwrap_or_default();
-    assert!(
-        snapshot.iter().all(|e| e.sends == 0),
-        "the table, not sends"
-    );
-    println!(
-        "late: joined with {} metrics from the table",
-        snapshot.len()
-    );
+/// A late joiner, after its first batch (taken at join): live updates until
+/// the shutdown signal, where it leaves without draining.
+async fn late(mut rx: Receiver<String, f64>, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
+            // The signal first: this client leaves as soon as it is told.
+            biased;
+            _ = shutdown.changed() => break, // dropped: what is pending goes
             event = rx.recv_async() => if event.is_err() { break },
-            _ = shutdown.changed() => break, // dropped: pending values go
         }
     }
-    snapshot.len()
 }
 
 /// An operator loop: reads every live receiver's backlog from outside the
@@ -144,16 +136,24 @@ async fn main() {
     let producer = tokio::spawn(produce(hub.clone()));
 
     sleep(Duration::from_millis(150)).await;
-    let late_rx = hub.receiver_builder().name("late").snapshot().build();
+    let mut late_rx = hub.receiver_builder().name("late").snapshot().build();
     let late_watch = late_rx.watch();
+    // Born with the whole table pending: `sends == 0` per entry, unless a send
+    // merged into it since the join (then 1).
+    let first = late_rx.try_recv_all().unwrap_or_default();
+    let table = first.len();
+    let fresh = first.iter().filter(|e| e.sends == 0).count();
+    println!("late: joined with {table} metrics ({fresh} straight from the table)");
     let late = tokio::spawn(late(late_rx, stopped.clone()));
 
     // Shutdown: no more updates, tell the tasks, close the send side gracefully.
+    // The late client leaves at the signal; the others drain after the
+    // graceful close.
     let sent = producer.await.unwrap();
     stop.send(true).unwrap();
+    late.await.unwrap();
     hub.close_graceful();
     let (events, batches) = (live.await.unwrap(), indexer.await.unwrap());
-    let table = late.await.unwrap();
     operator.await.unwrap();
     println!("\nsent {sent}; live took {events} events, indexer {batches} batches, late joined with {table} keys");
 
