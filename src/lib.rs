@@ -35,6 +35,7 @@ mod hub_word;
 mod policy;
 mod receiver_iter;
 mod reentrancy;
+mod removal;
 mod stats;
 mod sync;
 mod wait;

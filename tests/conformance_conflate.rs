@@ -109,6 +109,17 @@ conflate_conformance! {
         observe_hub_lists_exactly_the_live_receivers_with_their_backlog,
         observe_watch_outlives_its_receiver,
     }
+    removal::{
+        rule15_a_tombstone_removes_its_key_from_the_table,
+        rule15_a_receiver_that_saw_the_life_gets_the_removal_once,
+        rule15_a_receiver_that_never_saw_the_life_gets_nothing,
+        rule15_a_value_after_a_removal_starts_a_new_life,
+        rule15_no_merge_folds_across_a_removal,
+        rule15_a_merge_that_makes_a_tombstone_removes_the_key,
+        rule15_a_bounded_receiver_refuses_a_removal_it_has_no_room_for,
+        rule15_without_tombstones_every_value_is_a_value,
+        rule15_race_every_consumer_view_converges_to_the_table,
+    }
     bounded::{
         rule14_bound_holds_after_a_cut_races_an_annihilating_merge,
         rule14_bound_holds_after_a_cut_races_a_panicking_merge,
@@ -145,6 +156,7 @@ fn planted_panics_fail_instead_of_hanging() {
             "rule14_snapshot_bound_holds_after_a_cut_races_a_panicking_merge",
             "observe_watch_on_another_thread_sees_backlog_grow_and_shrink",
             "observe_race_watch_reads_while_sends_and_receives_run",
+            "rule15_race_every_consumer_view_converges_to_the_table",
         ],
         1,
     );

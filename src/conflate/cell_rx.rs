@@ -11,6 +11,7 @@ use super::cells::Cells;
 use super::queue::{CellId, Head, Queue};
 use super::registry::RxId;
 use crate::event::Event;
+use crate::removal::Correction;
 use crate::stats::{Consumed, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
 use crossbeam_utils::CachePadded;
@@ -39,6 +40,8 @@ pub(crate) struct CellRx {
     /// The receiver's number and name (`Hub::receivers`, watches).
     pub(crate) serial: u64,
     pub(crate) name: Option<std::sync::Arc<str>>,
+    /// With tombstones: what the consumer's record took without handing on.
+    correction: Option<std::sync::Arc<Correction>>,
 }
 
 /// The consumer's side of a cell receiver (owned by its `Receiver`).
@@ -67,7 +70,12 @@ impl<K, V> Default for CellLocal<K, V> {
 }
 
 impl CellRx {
-    pub(crate) fn new(id: RxId, serial: u64, name: Option<std::sync::Arc<str>>) -> Self {
+    pub(crate) fn new(
+        id: RxId,
+        serial: u64,
+        name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<Correction>>,
+    ) -> Self {
         CellRx {
             id,
             queue: Queue::new(),
@@ -81,6 +89,7 @@ impl CellRx {
             consumed: CachePadded::new(Consumed::default()),
             serial,
             name,
+            correction,
         }
     }
 
@@ -91,6 +100,15 @@ impl CellRx {
     /// stores before those counts: an entry taken is in the counts or still
     /// walked, never in both (the sum may lag while the consumer runs).
     pub(crate) fn stats<K, V>(&self, cells: &Cells<K, V>) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_stats(cells)),
+            None => self.queue_stats(cells),
+        }
+    }
+
+    /// [`Self::stats`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_stats<K, V>(&self, cells: &Cells<K, V>) -> ReceiverStats {
         let (mut delivered, mut folded, mut dropped) = self.consumed.load();
         let mut pending = 0;
         let mut pending_sends = 0;

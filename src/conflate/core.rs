@@ -45,6 +45,7 @@ use super::slab::{pack, unpack, Entry, Keys, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
+use crate::removal::Correction;
 use crate::stats::{bump, Consumed, ReceiverStats};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Notify, Ordering};
 use crossbeam_utils::CachePadded;
@@ -225,6 +226,8 @@ pub(crate) struct RxCore<K, V> {
     /// The receiver's number and name (`Hub::receivers`, watches).
     pub(crate) id: u64,
     pub(crate) name: Option<std::sync::Arc<str>>,
+    /// With tombstones: what the consumer's record took without handing on.
+    correction: Option<std::sync::Arc<Correction>>,
 }
 
 fn event<K, V>(entry: Entry<K, V>) -> Event<K, V> {
@@ -238,6 +241,7 @@ impl<K, V> RxCore<K, V> {
         max_pending: Option<usize>,
         id: u64,
         name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<Correction>>,
     ) -> Self {
         let park = !matches!(merge, Merge::NewerWins);
         RxCore {
@@ -271,6 +275,7 @@ impl<K, V> RxCore<K, V> {
             consumed: CachePadded::new(Consumed::default()),
             id,
             name,
+            correction,
         }
     }
 
@@ -280,6 +285,15 @@ impl<K, V> RxCore<K, V> {
     /// its takes come after the sends they count. Any thread may call it (the
     /// receiver's watches do).
     pub(crate) fn stats(&self) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_stats()),
+            None => self.queue_stats(),
+        }
+    }
+
+    /// [`Self::stats`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_stats(&self) -> ReceiverStats {
         let sum = |field: fn(&Shard<K, V>) -> &AtomicU64| -> u64 {
             self.shards
                 .iter()

@@ -182,6 +182,7 @@ pub use watch::ReceiverWatch;
 
 use crate::hub_word::HubWord;
 use crate::policy::{no_state_table, KeyFilter, Merge, ReceiverConfig};
+use crate::removal::{Correction, Seen, Tombstones};
 use crate::sync::Arc;
 use cell_rx::CellLocal;
 use core::RxCore;
@@ -220,7 +221,7 @@ where
     /// A hub whose receivers keep the newer value when a pending key is sent again.
     pub fn new() -> Self {
         Hub {
-            shared: Arc::new(Shared::new(Merge::NewerWins, false)),
+            shared: Arc::new(Shared::new(Merge::NewerWins, false, Tombstones::default())),
         }
     }
 
@@ -243,7 +244,11 @@ where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
         Hub {
-            shared: Arc::new(Shared::new(Merge::With(std::sync::Arc::new(merge)), false)),
+            shared: Arc::new(Shared::new(
+                Merge::With(std::sync::Arc::new(merge)),
+                false,
+                Tombstones::default(),
+            )),
         }
     }
 
@@ -272,6 +277,7 @@ where
         HubBuilder {
             merge: Merge::NewerWins,
             retain: false,
+            tombstones: Tombstones::default(),
             keys: std::marker::PhantomData,
         }
     }
@@ -486,6 +492,7 @@ impl<K, V> fmt::Debug for Hub<K, V> {
 pub struct HubBuilder<K, V> {
     merge: Merge<V>,
     retain: bool,
+    tombstones: Tombstones<V>,
     keys: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -525,11 +532,56 @@ where
         }
     }
 
+    /// Values for which `is_tombstone` is true *remove* their key (see the
+    /// [module docs](self#removal)): the state table forgets the key, a
+    /// receiver that delivered an event of the key's current life gets the
+    /// tombstone once, and a receiver that did not gets nothing. Without
+    /// it, every value is a value.
+    ///
+    /// The test runs once per send (before any lock) and once per event a
+    /// receiver takes; keep it cheap (a `matches!`). A panic in it reaches
+    /// the sender, with nothing published, or the receiver, with the event
+    /// taken and counted delivered.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// #[derive(Clone, Debug, PartialEq)]
+    /// enum Pod { Running(u32), Gone }
+    ///
+    /// let hub = Hub::builder()
+    ///     .retain_latest()
+    ///     .tombstones(|v: &Pod| matches!(v, Pod::Gone))
+    ///     .build();
+    /// let tx = hub.sender();
+    /// let mut watcher = hub.receiver();
+    /// tx.send("web-1", Pod::Running(1)).unwrap();
+    /// assert_eq!(watcher.try_recv().unwrap().value, Pod::Running(1));
+    /// tx.send("web-2", Pod::Running(2)).unwrap(); // never taken...
+    /// tx.send("web-1", Pod::Gone).unwrap();
+    /// tx.send("web-2", Pod::Gone).unwrap(); // ...so its removal is not news
+    ///
+    /// assert_eq!(hub.latest(&"web-1"), None); // the table forgot both
+    /// assert!(hub.snapshot().is_empty());
+    /// let removed = watcher.try_recv().unwrap(); // seen, so told once
+    /// assert_eq!((removed.key, removed.value), ("web-1", Pod::Gone));
+    /// assert!(watcher.try_recv().is_err()); // web-2: nothing
+    /// ```
+    pub fn tombstones<F>(self, is_tombstone: F) -> Self
+    where
+        F: Fn(&V) -> bool + Send + Sync + 'static,
+    {
+        HubBuilder {
+            tombstones: Tombstones::new(std::sync::Arc::new(is_tombstone)),
+            ..self
+        }
+    }
+
     /// The hub. Allocates the shared state (and the table's 8 shards with
     /// `retain_latest`); never blocks.
     pub fn build(self) -> Hub<K, V> {
         Hub {
-            shared: Arc::new(Shared::new(self.merge, self.retain)),
+            shared: Arc::new(Shared::new(self.merge, self.retain, self.tombstones)),
         }
     }
 }
@@ -539,6 +591,7 @@ impl<K, V> fmt::Debug for HubBuilder<K, V> {
         f.debug_struct("HubBuilder")
             .field("merge", &self.merge)
             .field("retain_latest", &self.retain)
+            .field("tombstones", &self.tombstones.enabled())
             .finish()
     }
 }
@@ -714,21 +767,35 @@ where
             name,
         } = self.config;
         let serial = self.shared.next_serial();
+        // With tombstones, the consumer's record of what it saw corrects the
+        // stats; the receiver's shared part holds it for every reader.
+        let correction = self
+            .shared
+            .tombstones
+            .enabled()
+            .then(|| std::sync::Arc::new(Correction::default()));
         let shares_cells = matches!(filter, KeyFilter::All)
             && merge.is_none()
             && matches!(self.shared.merge, Merge::NewerWins)
             && max_pending.is_none();
         let kind = if shares_cells {
-            let rx = self.shared.register_cell(snapshot, serial, name);
+            let rx = self
+                .shared
+                .register_cell(snapshot, serial, name, correction.clone());
             Kind::Cells(rx, CellLocal::default())
         } else {
-            let merge = merge.unwrap_or_else(|| self.shared.merge.clone());
+            // The hub's merge keeps lives apart already (`Shared::new`).
+            let merge = match merge {
+                Some(own) => self.shared.tombstones.across_lives(own),
+                None => self.shared.merge.clone(),
+            };
             let core = Arc::new(RxCore::new(
                 filter.clone(),
                 merge,
                 max_pending,
                 serial,
                 name,
+                correction.clone(),
             ));
             if snapshot {
                 self.shared.register_own_snapshot(
@@ -741,8 +808,10 @@ where
             }
             Kind::Own(core, Default::default())
         };
+        let seen = correction.map(|c| Box::new(Seen::new(c)));
         Receiver {
             kind,
+            seen,
             shared: self.shared,
             listener: None,
         }

@@ -175,6 +175,9 @@ struct SeenBlock {
     block: *mut Block,
     /// The first position of `block`'s lap.
     lap_start: u64,
+    /// The end of the consumer's last cut (a position): the entries before
+    /// it are the cut's, whatever the published position says yet.
+    cut_end: u64,
     /// The consumer let go of the queue (a close): its head is no longer
     /// published, and the clean-up frees blocks without telling readers.
     gone: bool,
@@ -222,6 +225,7 @@ impl Queue {
                 block: Mutex::new(SeenBlock {
                     block: ptr::null_mut(),
                     lap_start: 0,
+                    cut_end: 0,
                     gone: false,
                 }),
             }),
@@ -245,23 +249,27 @@ impl Queue {
     /// Visits the entries from the consumer's published head to the tail
     /// without consuming them: any thread (a watch's stats). `false`, with
     /// nothing visited, once the consumer let go. Holds the lock the consumer
-    /// takes to leave a block while it walks, so the consumer waits for it
-    /// only if it reaches a block boundary meanwhile; producers never wait.
+    /// takes to leave a block or start a cut while it walks, so the consumer
+    /// waits for it only if it does either meanwhile; producers never wait.
     pub(crate) fn for_each_seen(&self, f: impl FnMut(CellId, u64)) -> bool {
         let seen = lock(&self.seen.block);
         if seen.gone {
             return false;
         }
-        // The position is at least the block's lap start but for the marker
-        // just before it (stored after the block change), which holds no
-        // entry; it cannot be past `block`'s lap (that block change waits for
-        // this lock).
-        let pos = self.seen.pos.load(Ordering::Acquire).max(seen.lap_start);
+        // The tail first, then the position: a key the consumer took and a
+        // send pushed again before that tail was taken after the consumer
+        // published its position past the old entry (it publishes before it
+        // takes), so the old entry is skipped and only the new one walked.
+        let end = self.tail();
+        let skip = self.seen.pos.load(Ordering::Acquire).max(seen.cut_end);
+        // From the start of the consumer's block (which it cannot leave, so
+        // not free, while this lock is held), skipping what it has read and
+        // what its last cut owns: both may lie laps ahead of the block.
         let head = Head {
-            pos,
+            pos: seen.lap_start,
             block: seen.block,
         };
-        self.for_each_pending(&head, f);
+        self.walk(&head, end, count(skip), f);
         true
     }
 
@@ -435,8 +443,17 @@ impl Queue {
     /// its epoch is the cut's). AcqRel: the cut's instant in the tail word's
     /// modification order; Release so a producer landing in the new epoch
     /// sees what the consumer stored before (its announced epoch).
+    ///
+    /// The cut's end is published with the instant, under the published
+    /// head's lock: a reader walking the queue then skips the cut's entries
+    /// (a key of the cut sent again after the instant has a second entry,
+    /// past the end; the first is the cut's to take), and one that walked
+    /// before the instant saw no entry of the next epoch.
     pub(crate) fn start_cut(&self) -> Tail {
-        Tail(self.tail.fetch_add(1 << EPOCH_SHIFT, Ordering::AcqRel))
+        let mut seen = lock(&self.seen.block);
+        let before = Tail(self.tail.fetch_add(1 << EPOCH_SHIFT, Ordering::AcqRel));
+        seen.cut_end = before.pos();
+        before
     }
 
     /// Announces that the consumer is about to park, if the queue is still
@@ -583,12 +600,17 @@ impl Queue {
     /// The consumer, or a reader holding the published head's lock
     /// (`for_each_seen`): either way no block from `head` on is freed
     /// meanwhile.
-    pub(crate) fn for_each_pending(&self, head: &Head, mut f: impl FnMut(CellId, u64)) {
+    pub(crate) fn for_each_pending(&self, head: &Head, f: impl FnMut(CellId, u64)) {
+        self.walk(head, self.tail(), 0, f);
+    }
+
+    /// Visits the entries from `head` up to `end`, but for those before
+    /// `skip` entries (a count, see [`count`]), without consuming any.
+    fn walk(&self, head: &Head, end: Tail, skip: u64, mut f: impl FnMut(CellId, u64)) {
         let mut h = Head {
             pos: head.pos,
             block: head.block,
         };
-        let end = self.tail();
         // Walks with a copy of the head and must not free blocks: stop at a
         // block boundary instead of passing it, then step by hand.
         loop {
@@ -611,8 +633,10 @@ impl Queue {
             }
             // SAFETY: as above.
             let block = unsafe { &*h.block };
-            let (cell, start) = block.wait_entry(offset as usize);
-            f(cell, start);
+            if count(h.pos) >= skip {
+                let (cell, start) = block.wait_entry(offset as usize);
+                f(cell, start);
+            }
             h.pos += 1;
         }
     }

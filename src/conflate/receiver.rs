@@ -13,6 +13,7 @@ use super::watch::{ReceiverWatch, Target};
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
 use crate::hub_word::HubWord;
+use crate::removal::Seen;
 use crate::stats::{Departure, ReceiverStats};
 use crate::sync::{Arc, Listener, Notify};
 use crate::wait;
@@ -30,6 +31,8 @@ use std::time::{Duration, Instant};
 /// `Send + Sync`. Dropping it is [`close`](Self::close).
 pub struct Receiver<K, V> {
     pub(crate) kind: Kind<K, V>,
+    /// The keys this consumer saw, on a hub with tombstones (`removal.rs`).
+    pub(crate) seen: Option<Box<Seen<K, V>>>,
     pub(crate) shared: Arc<Shared<K, V>>,
     /// Parking state of the `Stream` implementation between polls.
     pub(crate) listener: Option<Listener>,
@@ -151,7 +154,54 @@ where
 /// listener is borrowed separately.
 struct Parts<'a, K, V> {
     kind: &'a mut Kind<K, V>,
+    seen: &'a mut Option<Box<Seen<K, V>>>,
     shared: &'a Shared<K, V>,
+}
+
+/// What a take hands the consumer: the kind's events, less the tombstones of
+/// lives this receiver never saw (`removal.rs`; nothing to do on a hub
+/// without tombstones).
+struct Take<'a, K, V> {
+    kind: &'a mut Kind<K, V>,
+    seen: &'a mut Option<Box<Seen<K, V>>>,
+    shared: &'a Shared<K, V>,
+}
+
+impl<K, V> Take<'_, K, V>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+{
+    fn pop(&mut self) -> Option<Event<K, V>> {
+        let Some(seen) = self.seen.as_mut() else {
+            return self.kind.pop(self.shared);
+        };
+        let (kind, shared) = (&mut *self.kind, self.shared);
+        seen.pop(&shared.tombstones, || kind.pop(shared).ok_or(()))
+            .ok()
+    }
+
+    fn cut(&mut self) -> Option<Vec<Event<K, V>>> {
+        let mut batch = self.kind.cut(self.shared);
+        if let Some(seen) = self.seen.as_mut() {
+            batch = seen.cut(&self.shared.tombstones, batch);
+        }
+        Some(batch).filter(|b| !b.is_empty())
+    }
+
+    fn peek(&mut self) -> Option<Event<K, V>> {
+        let Some(seen) = self.seen.as_mut() else {
+            return self.kind.peek(self.shared);
+        };
+        let kind = std::cell::RefCell::new(&mut *self.kind);
+        let shared = self.shared;
+        seen.peek(
+            &shared.tombstones,
+            || kind.borrow_mut().peek(shared).ok_or(()),
+            || kind.borrow_mut().pop(shared).ok_or(()),
+        )
+        .ok()
+    }
 }
 
 impl<K, V> Parts<'_, K, V>
@@ -169,13 +219,16 @@ where
     /// quiescent, nothing can arrive after that second look.
     fn closed_or<T>(
         &mut self,
-        mut take: impl FnMut(&mut Kind<K, V>, &Shared<K, V>) -> Option<T>,
+        mut take: impl FnMut(&mut Take<'_, K, V>) -> Option<T>,
     ) -> Result<Option<T>, RecvError> {
+        let mut take = |kind: &mut Kind<K, V>, seen: &mut Option<Box<Seen<K, V>>>, shared| {
+            take(&mut Take { kind, seen, shared })
+        };
         if self.kind.is_closed() {
             self.kind.settle_closed(self.shared);
             return Err(RecvError);
         }
-        if let Some(found) = take(self.kind, self.shared) {
+        if let Some(found) = take(self.kind, self.seen, self.shared) {
             return Ok(Some(found));
         }
         if !self.kind.tx_closed() {
@@ -188,7 +241,7 @@ where
             return Err(RecvError);
         }
         let quiescent = self.shared.quiescent_closed();
-        if let Some(found) = take(self.kind, self.shared) {
+        if let Some(found) = take(self.kind, self.seen, self.shared) {
             return Ok(Some(found));
         }
         if quiescent {
@@ -201,7 +254,7 @@ where
     }
 
     fn attempt(&mut self) -> Option<Result<Event<K, V>, RecvError>> {
-        self.closed_or(Kind::pop).transpose()
+        self.closed_or(|t| t.pop()).transpose()
     }
 }
 
@@ -214,7 +267,7 @@ impl<K, V> Receiver<K, V> {
         }
         let state = self.shared.state.load();
         state.hub_closed()
-            || (self.kind.tx_closed() && self.shared.quiescent_closed() && self.kind.len() == 0)
+            || (self.kind.tx_closed() && self.shared.quiescent_closed() && self.is_empty())
     }
 
     /// How many keys are pending (0 once closed).
@@ -222,7 +275,8 @@ impl<K, V> Receiver<K, V> {
         if self.kind.is_closed() {
             0
         } else {
-            self.kind.len()
+            let held = self.seen.as_ref().is_some_and(|s| s.holds());
+            self.kind.len() + usize::from(held)
         }
     }
 
@@ -235,6 +289,7 @@ impl<K, V> Receiver<K, V> {
         (
             Parts {
                 kind: &mut self.kind,
+                seen: &mut self.seen,
                 shared: &self.shared,
             },
             &mut self.listener,
@@ -250,7 +305,7 @@ where
     /// One non-blocking take: closed beats empty beats value.
     fn try_take<T>(
         &mut self,
-        take: impl FnMut(&mut Kind<K, V>, &Shared<K, V>) -> Option<T>,
+        take: impl FnMut(&mut Take<'_, K, V>) -> Option<T>,
     ) -> Result<T, TryRecvError> {
         let (mut parts, _) = self.parts();
         match parts.closed_or(take) {
@@ -317,7 +372,7 @@ where
     /// Closed beats empty beats value: [`TryRecvError::Closed`] as for `recv`,
     /// else [`TryRecvError::Empty`] if nothing is pending.
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.try_take(Kind::pop)
+        self.try_take(|t| t.pop())
     }
 
     /// Takes everything pending as of one instant: in queue (first-touch) order,
@@ -332,7 +387,7 @@ where
     /// As [`try_recv`](Self::try_recv). After a graceful close the last backlog
     /// comes back with `Ok`; only the next call reports closed.
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.try_take(|kind, shared| Some(kind.cut(shared)).filter(|b| !b.is_empty()))
+        self.try_take(|t| t.cut())
     }
 
     /// A copy of the oldest pending event, left in place: what `try_recv` would
@@ -342,7 +397,7 @@ where
     /// # Errors
     /// As [`try_recv`](Self::try_recv).
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.try_take(Kind::peek)
+        self.try_take(|t| t.peek())
     }
 
     /// An async [`recv`](Self::recv), for any executor. Dropping the future before

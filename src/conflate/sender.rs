@@ -142,6 +142,8 @@ where
         if shared.retain || shared.has_cell_receivers() {
             // The cells first (the table, then every cell receiver): a
             // panicking hub merge removes the key and reaches no receiver.
+            // The tombstone test is user code: run before anything is locked.
+            let tombstone = shared.tombstones.is(value.as_ref().expect("not moved yet"));
             let v = if own.is_empty() {
                 value.take().expect("not moved yet")
             } else {
@@ -151,7 +153,7 @@ where
             let wakes = unsafe {
                 shared
                     .cells
-                    .send(hash, &key, v, &shared.registry, &shared.clock)
+                    .send(hash, &key, v, tombstone, &shared.registry, &shared.clock)
             };
             wakes.wake();
         }

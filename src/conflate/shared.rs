@@ -12,6 +12,7 @@ use crate::error::SendError;
 use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge};
 use crate::reentrancy::{forbid_inside_send, SendScope};
+use crate::removal::Tombstones;
 use crate::stats::{Departure, Departures, HubStats, ReceiverInfo};
 use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
@@ -48,6 +49,8 @@ pub(crate) struct Shared<K, V> {
     writer: Mutex<WriterState<K, V>>,
     hasher: HashState,
     pub(crate) merge: Merge<V>,
+    /// Which values remove their key (`HubBuilder::tombstones`).
+    pub(crate) tombstones: Tombstones<V>,
     /// One cell per live key, for the cell receivers and the state table.
     pub(crate) cells: Cells<K, V>,
     /// Moves on every cut of a cell receiver and every change of the cell
@@ -80,7 +83,11 @@ impl Drop for Unquiesce<'_> {
 }
 
 impl<K, V> Shared<K, V> {
-    pub(crate) fn new(merge: Merge<V>, retain: bool) -> Self {
+    pub(crate) fn new(merge: Merge<V>, retain: bool, tombstones: Tombstones<V>) -> Self
+    where
+        V: 'static,
+    {
+        let merge = tombstones.across_lives(merge);
         let (registry, list) = registry::new();
         Shared {
             state: HubState::new(retain),
@@ -91,8 +98,9 @@ impl<K, V> Shared<K, V> {
                 list,
             }),
             hasher: HashState::default(),
-            cells: Cells::new(merge.clone(), retain),
+            cells: Cells::new(merge.clone(), retain, tombstones.clone()),
             merge,
+            tombstones,
             clock: CachePadded::new(AtomicU64::new(0)),
             retain,
             cell_receivers: AtomicUsize::new(0),
@@ -222,6 +230,7 @@ impl<K, V> Shared<K, V> {
         snapshot: bool,
         serial: u64,
         name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<crate::removal::Correction>>,
     ) -> Arc<CellRx>
     where
         K: Eq + Clone,
@@ -229,7 +238,7 @@ impl<K, V> Shared<K, V> {
     {
         forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
-        let rx = Arc::new(CellRx::new(w.list.next_cell_id(), serial, name));
+        let rx = Arc::new(CellRx::new(w.list.next_cell_id(), serial, name, correction));
         if self.born_closed(&w) {
             rx.close();
             return rx;

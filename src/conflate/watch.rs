@@ -73,7 +73,7 @@ impl<K, V> ReceiverWatch<K, V> {
     /// Never blocks a sender: lock-free loads (for a receiver of every key
     /// with the hub's newer-wins merge, a walk of its pending entries,
     /// O(pending keys), during which its consumer waits only if it reaches
-    /// the end of one of its queue's blocks).
+    /// the end of one of its queue's blocks or starts a `try_recv_all`).
     pub fn stats(&self) -> ReceiverStats {
         match &self.inner.target {
             Target::Own(core) => core.stats(),

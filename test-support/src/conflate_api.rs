@@ -129,6 +129,10 @@ pub trait HubBuilderApi<K: Key, V: Value>: Debug + Sized {
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static;
     /// `HubBuilder::retain_latest`.
     fn retain_latest(self) -> Self;
+    /// `HubBuilder::tombstones`.
+    fn tombstones<F>(self, is_tombstone: F) -> Self
+    where
+        F: Fn(&V) -> bool + Send + Sync + 'static;
     /// `HubBuilder::build`.
     fn build(self) -> Self::Hub;
 }
@@ -270,6 +274,12 @@ macro_rules! conflate_api_impl {
                 self.merge(merge)
             }
             fn retain_latest(self) -> Self { self.retain_latest() }
+            fn tombstones<F>(self, is_tombstone: F) -> Self
+            where
+                F: Fn(&V) -> bool + Send + Sync + 'static,
+            {
+                self.tombstones(is_tombstone)
+            }
             fn build(self) -> Self::Hub { self.build() }
         }
 

@@ -5,6 +5,7 @@ use super::sender::{SendSide, Sender};
 use super::shared::Shared;
 use crate::hub_word::HubWord;
 use crate::policy::{no_state_table, Merge, ReceiverConfig};
+use crate::removal::Tombstones;
 use crate::stats::{HubStats, ReceiverInfo};
 use crate::sync::Arc;
 use std::fmt;
@@ -71,13 +72,13 @@ where
     }
 
     fn from_merge(merge: Merge<V>) -> Self {
-        Self::from_parts(merge, false)
+        Self::from_parts(merge, false, Tombstones::default())
     }
 
-    fn from_parts(merge: Merge<V>, retain: bool) -> Self {
+    fn from_parts(merge: Merge<V>, retain: bool, tombstones: Tombstones<V>) -> Self {
         Hub {
             side: Arc::new(SendSide {
-                shared: Arc::new(Shared::new(merge, retain)),
+                shared: Arc::new(Shared::new(merge, retain, tombstones)),
             }),
         }
     }
@@ -107,6 +108,7 @@ where
         HubBuilder {
             merge: Merge::NewerWins,
             retain: false,
+            tombstones: Tombstones::default(),
             keys: std::marker::PhantomData,
         }
     }
@@ -266,6 +268,7 @@ impl<K, V> Hub<K, V> {
 pub struct HubBuilder<K, V> {
     merge: Merge<V>,
     retain: bool,
+    tombstones: Tombstones<V>,
     keys: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -274,6 +277,7 @@ impl<K, V> fmt::Debug for HubBuilder<K, V> {
         f.debug_struct("HubBuilder")
             .field("merge", &self.merge)
             .field("retain_latest", &self.retain)
+            .field("tombstones", &self.tombstones.enabled())
             .finish()
     }
 }
@@ -311,9 +315,43 @@ where
         }
     }
 
+    /// Values for which `is_tombstone` is true *remove* their key, as
+    /// [`keybus::conflate::HubBuilder::tombstones`](crate::conflate::HubBuilder::tombstones)
+    /// describes: the state table forgets the key, a receiver that delivered
+    /// an event of the key's current life gets the tombstone once, and a
+    /// receiver that did not gets nothing. The test runs once per send, before
+    /// the hub mutex, and once per event a receiver takes.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub = Hub::builder()
+    ///     .retain_latest()
+    ///     .tombstones(|v: &Option<u32>| v.is_none())
+    ///     .build();
+    /// let (tx, mut rx) = (hub.sender(), hub.receiver());
+    /// tx.send("a", Some(1)).unwrap();
+    /// assert_eq!(rx.try_recv().unwrap().value, Some(1));
+    /// tx.send("b", Some(2)).unwrap();
+    /// tx.send("a", None).unwrap();
+    /// tx.send("b", None).unwrap();
+    /// assert!(hub.snapshot().is_empty());
+    /// assert_eq!(rx.try_recv().unwrap().key, "a"); // "b" was never seen
+    /// assert!(rx.try_recv().is_err());
+    /// ```
+    pub fn tombstones<F>(self, is_tombstone: F) -> Self
+    where
+        F: Fn(&V) -> bool + Send + Sync + 'static,
+    {
+        HubBuilder {
+            tombstones: Tombstones::new(std::sync::Arc::new(is_tombstone)),
+            ..self
+        }
+    }
+
     /// The hub. Allocates the shared state; never blocks.
     pub fn build(self) -> Hub<K, V> {
-        Hub::from_parts(self.merge, self.retain)
+        Hub::from_parts(self.merge, self.retain, self.tombstones)
     }
 }
 

@@ -6,6 +6,7 @@ use super::queue::KeyQueue;
 use super::shared::{Registration, RxCounters, Shared};
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
+use crate::removal::Seen;
 use crate::stats::ReceiverStats;
 use crate::sync::{Arc, Listener, Notify, Ordering};
 use crate::wait::{block, poll_attempt, WaitFuture};
@@ -28,6 +29,8 @@ pub struct Receiver<K, V> {
     id: u64,
     notify: Arc<Notify>,
     counters: Arc<RxCounters>,
+    /// The keys this consumer saw, on a hub with tombstones.
+    seen: Option<Box<Seen<K, V>>>,
     /// The `Stream` impl's parking state, kept between polls.
     listener: Option<Listener>,
 }
@@ -59,9 +62,34 @@ fn one<K, V>(event: &Event<K, V>) -> (u64, u64) {
     (1, event.sends)
 }
 
+/// One take of the head, less the tombstones of lives this receiver never saw.
+fn pop<K, V>(
+    shared: &Shared<K, V>,
+    id: u64,
+    seen: &mut Option<Box<Seen<K, V>>>,
+) -> Result<Event<K, V>, TryRecvError>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+{
+    let take = || shared.take(id, KeyQueue::pop_front, one);
+    match seen {
+        None => take(),
+        Some(seen) => seen.pop(&shared.tombstones, take),
+    }
+}
+
 /// The blocking forms' attempt: `None` means "nothing yet, wait".
-fn attempt<K, V>(shared: &Shared<K, V>, id: u64) -> Option<Result<Event<K, V>, RecvError>> {
-    match shared.take(id, KeyQueue::pop_front, one) {
+fn attempt<K, V>(
+    shared: &Shared<K, V>,
+    id: u64,
+    seen: &mut Option<Box<Seen<K, V>>>,
+) -> Option<Result<Event<K, V>, RecvError>>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+{
+    match pop(shared, id, seen) {
         Ok(event) => Some(Ok(event)),
         Err(TryRecvError::Closed) => Some(Err(RecvError)),
         Err(TryRecvError::Empty) => None,
@@ -71,6 +99,7 @@ fn attempt<K, V>(shared: &Shared<K, V>, id: u64) -> Option<Result<Event<K, V>, R
 impl<K, V> Receiver<K, V> {
     pub(super) fn new(shared: Arc<Shared<K, V>>, registration: Registration) -> Self {
         Receiver {
+            seen: (registration.counters.correction.clone()).map(|c| Box::new(Seen::new(c))),
             shared,
             id: registration.id,
             notify: registration.notify,
@@ -93,13 +122,15 @@ impl<K, V> Receiver<K, V> {
     /// was closed, or the send side closed and nothing is pending. Takes the hub
     /// mutex once; never blocks otherwise.
     pub fn is_closed(&self) -> bool {
-        self.shared.receiver_closed(self.id)
+        let held = self.seen.as_ref().is_some_and(|s| s.holds());
+        !held && self.shared.receiver_closed(self.id)
     }
 
     /// Pending keys (not sends: coalesced sends share one slot); 0 once closed.
     /// Takes the hub mutex once.
     pub fn len(&self) -> usize {
-        self.shared.pending(self.id)
+        let held = self.seen.as_ref().is_some_and(|s| s.holds());
+        self.shared.pending(self.id) + usize::from(held)
     }
 
     /// Whether no key is pending ([`len`](Self::len) is 0). Takes the hub mutex
@@ -233,8 +264,8 @@ where
     /// The hub mutex once per attempt (O(1) pop); parks the thread between
     /// attempts, never spins.
     pub fn recv(&mut self) -> Result<Event<K, V>, RecvError> {
-        let (shared, id) = (&*self.shared, self.id);
-        match block(&self.notify, None, || attempt(shared, id)) {
+        let (shared, id, seen) = (&*self.shared, self.id, &mut self.seen);
+        match block(&self.notify, None, || attempt(shared, id, seen)) {
             Some(answer) => answer,
             None => unreachable!("without a deadline, block returns only with an answer"),
         }
@@ -264,8 +295,8 @@ where
     ///
     /// As [`recv_timeout`](Self::recv_timeout).
     pub fn recv_deadline(&mut self, deadline: Instant) -> Result<Event<K, V>, RecvTimeoutError> {
-        let (shared, id) = (&*self.shared, self.id);
-        match block(&self.notify, Some(deadline), || attempt(shared, id)) {
+        let (shared, id, seen) = (&*self.shared, self.id, &mut self.seen);
+        match block(&self.notify, Some(deadline), || attempt(shared, id, seen)) {
             Some(Ok(event)) => Ok(event),
             Some(Err(RecvError)) => Err(RecvTimeoutError::Closed),
             None => Err(RecvTimeoutError::Timeout),
@@ -280,7 +311,7 @@ where
     /// [`recv`](Self::recv), else [`TryRecvError::Empty`] when nothing is
     /// pending. Takes the hub mutex once; O(1).
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.shared.take(self.id, KeyQueue::pop_front, one)
+        pop(&self.shared, self.id, &mut self.seen)
     }
 
     /// Takes everything pending as of one instant (one hold of the hub mutex),
@@ -293,9 +324,28 @@ where
     /// As [`try_recv`](Self::try_recv). Holds the hub mutex for O(pending
     /// keys) moves, running no user code; allocates the returned `Vec`.
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.shared.take(self.id, KeyQueue::drain, |batch| {
-            (batch.len() as u64, batch.iter().map(|e| e.sends).sum())
-        })
+        let drain = || {
+            self.shared.take(self.id, KeyQueue::drain, |batch| {
+                (batch.len() as u64, batch.iter().map(|e| e.sends).sum())
+            })
+        };
+        let Some(seen) = &mut self.seen else {
+            return drain();
+        };
+        loop {
+            // A batch of dropped tombstones only: look again (empty or
+            // closed now, or what arrived since).
+            let batch = match drain() {
+                Ok(batch) => batch,
+                Err(e) if !seen.holds() => return Err(e),
+                // The held head is the batch.
+                Err(_) => Vec::new(),
+            };
+            let batch = seen.cut(&self.shared.tombstones, batch);
+            if !batch.is_empty() {
+                return Ok(batch);
+            }
+        }
     }
 
     /// A clone of the head, which stays pending (same `sends`). Two peeks can
@@ -309,15 +359,24 @@ where
     /// the key and value under it (a panicking `Clone` leaves the receiver
     /// unchanged).
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        self.shared.take(
-            self.id,
-            |queue| {
-                queue
-                    .head()
-                    .map(|(key, value, sends)| Event::new(key.clone(), value.clone(), sends))
-            },
-            |_| (0, 0),
-        )
+        let (shared, id) = (&*self.shared, self.id);
+        let peek = || {
+            shared.take(
+                id,
+                |queue| {
+                    queue
+                        .head()
+                        .map(|(key, value, sends)| Event::new(key.clone(), value.clone(), sends))
+                },
+                |_| (0, 0),
+            )
+        };
+        match &mut self.seen {
+            None => peek(),
+            Some(seen) => seen.peek(&shared.tombstones, peek, || {
+                shared.take(id, KeyQueue::pop_front, one)
+            }),
+        }
     }
 
     /// [`recv`](Self::recv) as a future, for any executor (no runtime
@@ -331,8 +390,8 @@ where
     pub fn recv_async(
         &mut self,
     ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
-        let (shared, id) = (&*self.shared, self.id);
-        WaitFuture::new(&self.notify, move || attempt(shared, id))
+        let (shared, id, seen) = (&*self.shared, self.id, &mut self.seen);
+        WaitFuture::new(&self.notify, move || attempt(shared, id, seen))
     }
 
     /// A blocking iterator over events; ends when the receiver is closed
@@ -359,8 +418,11 @@ where
     /// close), and on every poll after that.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event<K, V>>> {
         let this = self.get_mut();
-        let (shared, id) = (&*this.shared, this.id);
-        poll_attempt(&this.notify, &mut this.listener, cx, || attempt(shared, id)).map(Result::ok)
+        let (shared, id, seen) = (&*this.shared, this.id, &mut this.seen);
+        poll_attempt(&this.notify, &mut this.listener, cx, || {
+            attempt(shared, id, seen)
+        })
+        .map(Result::ok)
     }
 }
 

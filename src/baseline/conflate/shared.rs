@@ -8,6 +8,7 @@ use crate::error::{SendError, TryRecvError};
 use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
 use crate::reentrancy::{forbid_inside_send, SendScope};
+use crate::removal::Tombstones;
 use crate::stats::{bump, Departure, Departures, HubStats, ReceiverInfo, ReceiverStats};
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Notify, Ordering};
 use std::borrow::Cow;
@@ -20,6 +21,11 @@ pub(super) struct Shared<K, V> {
     inner: Mutex<Inner<K, V>>,
     /// The hub's merge; a receiver built without its own copies this one.
     merge: Merge<V>,
+    /// The state table's merge: the hub's, except that a tombstone (or a
+    /// merge that makes one) removes the key.
+    table_merge: Merge<V>,
+    /// Which values remove their key (`HubBuilder::tombstones`).
+    pub(super) tombstones: Tombstones<V>,
     /// One hash per send serves every receiver's index.
     hasher: foldhash::fast::RandomState,
     /// Whether `Inner::table` exists (fixed at build), readable without the mutex.
@@ -78,6 +84,9 @@ pub(super) struct RxCounters {
     pub(super) closed: AtomicBool,
     /// The send side closed while the receiver was registered (as `closed`).
     pub(super) tx_closed: AtomicBool,
+    /// With tombstones: what the consumer's record took without handing on
+    /// (the receiver's `Seen` writes it; every stats read applies it).
+    pub(super) correction: Option<std::sync::Arc<crate::removal::Correction>>,
     received: AtomicU64,
     filtered: AtomicU64,
     delivered: AtomicU64,
@@ -94,6 +103,15 @@ impl RxCounters {
     /// readers Acquire, so the settled sum read never exceeds the `received`
     /// read after it, and `pending_sends` never underflows.
     pub(super) fn read(&self) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_read()),
+            None => self.queue_read(),
+        }
+    }
+
+    /// [`Self::read`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_read(&self) -> ReceiverStats {
         let load = |c: &AtomicU64| c.load(Ordering::Acquire);
         // Fields are evaluated in the order written: `received` last.
         ReceiverStats {
@@ -164,8 +182,15 @@ impl<K, V> Inner<K, V> {
 }
 
 impl<K, V> Shared<K, V> {
-    pub(super) fn new(merge: Merge<V>, retain: bool) -> Self {
+    pub(super) fn new(merge: Merge<V>, retain: bool, tombstones: Tombstones<V>) -> Self
+    where
+        V: 'static,
+    {
+        let merge = tombstones.across_lives(merge);
+        let table_merge = tombstones.table_merge(merge.clone());
         Shared {
+            table_merge,
+            tombstones,
             state: HubState::new(),
             inner: Mutex::new(Inner {
                 receivers: Vec::new(),
@@ -345,6 +370,7 @@ where
         let counters = Arc::new(RxCounters {
             id,
             name: config.name.clone(),
+            correction: self.tombstones.enabled().then(Default::default),
             ..RxCounters::default()
         });
         if self.state.load_locked().tx_closed() {
@@ -374,7 +400,10 @@ where
             inner.receivers.push(RxState {
                 id,
                 filter: config.filter,
-                merge: config.merge.unwrap_or_else(|| self.merge.clone()),
+                merge: match config.merge {
+                    Some(own) => self.tombstones.across_lives(own),
+                    None => self.merge.clone(),
+                },
                 queue,
                 notify: notify.clone(),
                 max_pending: config.max_pending,
@@ -426,8 +455,10 @@ where
             self.sent.mine().count();
             return Ok(());
         }
-        // `K: Hash` is user code: run it before anything is locked or changed.
+        // `K: Hash` and the tombstone test are user code: run them before
+        // anything is locked or changed.
         let hash = self.hasher.hash_one(&key);
+        let tombstone = self.tombstones.is(&value);
         // Marks this thread as inside the send until the mutex is released: user
         // code that calls back into the hub then panics instead of deadlocking.
         let scope = SendScope::enter(self);
@@ -443,9 +474,9 @@ where
         // The state is consistent at every point a user call can unwind from
         // (see `RxState::deliver`), so catch the panic, release the mutex
         // unpoisoned, and only then hand the panic to the caller.
-        let merge = &self.merge;
+        let merge = &self.table_merge;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            inner.update_table(hash, &key, &value, merge);
+            inner.update_table(hash, &key, &value, merge, tombstone);
             inner.fan_out(hash, key, value)
         }));
         drop(inner);
@@ -463,10 +494,10 @@ where
     V: Clone,
 {
     /// Folds one accepted send into the state table (if any) with the hub's
-    /// merge, before any receiver sees it. `None` removes the key; a re-sent key
-    /// re-enters at the back. A panicking merge drops the key's entry, and the
+    /// merge, before any receiver sees it. `None` (or a tombstone) removes the
+    /// key; a re-sent key re-enters at the back. A panicking merge drops the key's entry, and the
     /// panic then reaches no receiver.
-    fn update_table(&mut self, hash: u64, key: &K, value: &V, merge: &Merge<V>) {
+    fn update_table(&mut self, hash: u64, key: &K, value: &V, merge: &Merge<V>, tombstone: bool) {
         let Some(table) = &mut self.table else {
             return;
         };
@@ -475,6 +506,7 @@ where
                 Merged::Kept | Merged::Annihilated { .. } => {}
                 Merged::Panicked { payload, .. } => resume_unwind(payload),
             },
+            None if tombstone => {}
             None => table.push_back(hash, key.clone(), value.clone()),
         }
     }

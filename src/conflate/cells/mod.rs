@@ -34,6 +34,7 @@ use super::queue::CellId;
 use super::registry::Registry;
 use crate::event::Event;
 use crate::policy::Merge;
+use crate::removal::Tombstones;
 use crate::sync::{AtomicU64, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
@@ -367,12 +368,14 @@ pub(crate) struct Cells<K, V> {
     /// The hub's merge: newer wins for hubs with cell receivers; a hub with its
     /// own merge uses its cells for the table only.
     merge: Merge<V>,
+    /// Which values remove their key from the table.
+    tombstones: Tombstones<V>,
     /// The next first-touch number for the table.
     next_order: AtomicU64,
 }
 
 impl<K, V> Cells<K, V> {
-    pub(crate) fn new(merge: Merge<V>, retain: bool) -> Self {
+    pub(crate) fn new(merge: Merge<V>, retain: bool, tombstones: Tombstones<V>) -> Self {
         let park = !matches!(merge, Merge::NewerWins);
         Cells {
             shards: (0..SHARDS)
@@ -394,6 +397,7 @@ impl<K, V> Cells<K, V> {
                 .collect(),
             retain,
             merge,
+            tombstones,
             next_order: AtomicU64::new(0),
         }
     }
@@ -490,12 +494,18 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// # Safety
     /// The caller is a send in flight until it is done with the returned
     /// wakes (they name receivers of the registry's cell list).
+    ///
+    /// `tombstone`: `value` removes the key (the caller ran the hub's test
+    /// before anything was locked): the table forgets the key, and the value
+    /// still reaches every cell receiver as any send does.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) unsafe fn send<'a>(
         &self,
         hash: u64,
         key: &K,
         value: V,
+        tombstone: bool,
         registry: &'a Registry<K, V>,
         clock: &AtomicU64,
     ) -> Wakes<'a> {
@@ -511,9 +521,15 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             let slot = sh.slot(i);
             // SAFETY: the shard lock is held and slot `i` is in use (indexed).
             let cell = unsafe { slot.cell() };
-            if cell.stamp == now && cell.value().is_some() {
+            if cell.stamp == now
+                && cell.value().is_some()
+                && !tombstone
+                && (cell.retained() || !self.retain)
+            {
                 // Every cell receiver has the key pending in its current
-                // epoch: one write, whatever their number.
+                // epoch: one write, whatever their number. (A tombstone, or
+                // a value after one in a hub with a table, takes the slow
+                // path: it changes the table.)
                 let old = cell.replace_value(value);
                 // Relaxed: written under the lock; read by stats (see `seq`).
                 let seq = slot.seq.load(Ordering::Relaxed);
@@ -532,6 +548,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 hash32,
                 key,
                 value,
+                tombstone,
                 registry,
                 clock,
                 now,
@@ -554,6 +571,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         hash32: u32,
         key: &K,
         value: V,
+        tombstone: bool,
         registry: &'a Registry<K, V>,
         clock: &AtomicU64,
         now: u64,
@@ -568,7 +586,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         };
         if !matches!(self.merge, Merge::NewerWins) {
             // A hub with its own merge: the cells are the table only.
-            return self.merge_into_table(sh, i, value);
+            return self.merge_into_table(sh, i, value, tombstone);
         }
         let slot = sh.slot(i);
         let seq = slot.seq.load(Ordering::Relaxed);
@@ -576,7 +594,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // reference to this cell is made while this one lives.
         let cell = unsafe { slot.cell() };
         let was_idle = cell.idle();
-        let entering = self.retain && !cell.retained();
+        let entering = self.retain && !cell.retained() && !tombstone;
         // The cell receivers, read after the clock: a registry change moves
         // the clock after it changes the list, so a send that saw the new
         // clock sees the new list (docs/design.md, "Registration versus
@@ -646,16 +664,28 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         cell.replace_value(value);
         if entering {
             cell.set_retained(true);
+        } else if tombstone {
+            // The table forgets the key; the cell stays while the tombstone
+            // is pending somewhere (`settle_as` frees it otherwise).
+            cell.set_retained(false);
         }
         cell.stamp = now;
         slot.seq.store(seq + 1, Ordering::Relaxed);
         let idle = cell.idle();
+        // A tombstone pending nowhere (no cell receiver) is kept by nobody:
+        // an idle cell holds no value.
+        let gone = if idle && tombstone {
+            cell.take_value()
+        } else {
+            None
+        };
         if entering {
             self.note_order(&mut sh, i);
         }
         let freed = sh.settle_as(i, was_idle, idle);
         drop(sh);
         drop(old);
+        drop(gone);
         drop(freed);
         wakes
     }
@@ -674,13 +704,25 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     }
 
     /// A send in a hub with its own merge: the table's fold (`None` removes
-    /// the key; a panicking merge removes it too and the panic continues).
-    fn merge_into_table(&self, mut sh: Locked<'_, K, V>, i: u32, value: V) -> Wakes<'static> {
+    /// the key; a panicking merge removes it too and the panic continues). A
+    /// tombstone removes the key, and so does a merge whose result is one.
+    fn merge_into_table(
+        &self,
+        mut sh: Locked<'_, K, V>,
+        i: u32,
+        value: V,
+        tombstone: bool,
+    ) -> Wakes<'static> {
         let seq_word = &sh.slot(i).seq;
         seq_word.store(seq_word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let cell = sh.cell(i);
         let was_idle = cell.idle();
         let outcome = match cell.take_value() {
+            None if tombstone => {
+                // Not in the table: nothing to remove.
+                drop(value);
+                Ok(())
+            }
             None => {
                 // Enters the table (again, if the merge removed it before).
                 cell.replace_value(value);
@@ -688,9 +730,21 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 self.note_order(&mut sh, i);
                 Ok(())
             }
+            Some(prev) if tombstone => {
+                drop(prev);
+                drop(value);
+                cell.set_retained(false);
+                Ok(())
+            }
             Some(prev) => {
                 let merge = &self.merge;
-                match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
+                let tombstones = &self.tombstones;
+                let fold = || {
+                    merge
+                        .apply(prev, value)
+                        .filter(|merged| !tombstones.is(merged))
+                };
+                match panic::catch_unwind(AssertUnwindSafe(fold)) {
                     Ok(Some(merged)) => {
                         sh.cell(i).replace_value(merged);
                         Ok(())
