@@ -108,6 +108,7 @@ conflate_conformance! {
         observe_race_watch_reads_while_sends_and_receives_run,
         observe_hub_lists_exactly_the_live_receivers_with_their_backlog,
         observe_watch_outlives_its_receiver,
+        observe_watch_and_listing_agree_with_the_receiver_under_tombstones,
     }
     removal::{
         rule15_a_tombstone_removes_its_key_from_the_table,

@@ -242,3 +242,33 @@ pub fn observe_watch_outlives_its_receiver<I: Conflate>() {
     drop(tx);
     assert_eq!(watch.stats().dropped, 2, "readable after the hub is gone");
 }
+
+pub fn observe_watch_and_listing_agree_with_the_receiver_under_tombstones<I: Conflate>() {
+    let hub = Hub::<I, u32, i64>::builder()
+        .tombstones(|v: &i64| *v < 0)
+        .build();
+    let tx = hub.sender();
+    let mut rxs = [
+        hub.receiver(),
+        hub.receiver_builder()
+            .key_filter(|k: &u32| *k < 100)
+            .build(),
+    ];
+    // A life this receiver never saw: its tombstone is taken and dropped.
+    tx.send(1, 10).unwrap();
+    tx.send(1, 11).unwrap();
+    tx.send(1, -1).unwrap();
+    tx.send(2, 20).unwrap();
+    for (i, rx) in rxs.iter_mut().enumerate() {
+        let e = rx.try_recv().unwrap();
+        assert_eq!((e.key, e.value), (2, 20));
+        let own = conserved_stats(rx);
+        assert_eq!((own.delivered, own.folded, own.annihilated), (1, 1, 3));
+        assert_eq!(
+            rx.watch().stats(),
+            own,
+            "the watch applies the same correction"
+        );
+        assert_eq!(hub.receivers()[i].stats, own, "and so does the listing");
+    }
+}
