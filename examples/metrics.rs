@@ -24,7 +24,8 @@
 //! After the workers stop, `KeybusRecorder::close` closes the send side: every
 //! consumer drains what is pending, then sees `Closed`. The `check` lines compare
 //! each consumer's final state with the workers' tallies: counter totals, gauge
-//! values, histogram counts, sums, minima and maxima must match exactly, and the
+//! values, histogram counts, sums, minima and maxima must match exactly (and their
+//! quantile sketches answer every percentile alike), and the
 //! updates folded into the events it received (`Event::sends`) must equal the
 //! updates recorded. A mismatch exits with status 1.
 
@@ -151,13 +152,18 @@ fn show(update: &Update) -> String {
     match update {
         Update::Counter(c) => format!("{}", c.apply(0)),
         Update::Gauge(g) => format!("{}", g.apply(0.0)),
-        Update::Histogram(s) => format!(
-            "n={} mean={:.1} min={} max={}",
-            s.count,
-            s.mean(),
-            s.min,
-            s.max
-        ),
+        Update::Histogram(s) => {
+            let q = |q| s.quantile(q).unwrap_or(f64::NAN);
+            format!(
+                "n={} mean={:.1} min={} max={} p50~{:.0} p99~{:.0}",
+                s.count,
+                s.mean(),
+                s.min,
+                s.max,
+                q(0.5),
+                q(0.99)
+            )
+        }
     }
 }
 
@@ -234,7 +240,7 @@ fn main() {
         let (tally, n) = w.join().unwrap();
         recorded += n;
         for (key, update) in tally.iter() {
-            expected.fold(key.clone(), *update);
+            expected.fold(key.clone(), update.clone());
         }
     }
     let record_time = start.elapsed();

@@ -17,6 +17,7 @@ pub struct SendError<K, V> {
 
 impl<K, V> SendError<K, V> {
     /// Takes the rejected key and value back.
+    #[must_use]
     pub fn into_inner(self) -> (K, V) {
         (self.key, self.value)
     }
@@ -107,6 +108,7 @@ pub struct AppendError<T>(pub T);
 
 impl<T> AppendError<T> {
     /// Takes the rejected value back.
+    #[must_use]
     pub fn into_inner(self) -> T {
         self.0
     }
@@ -139,6 +141,15 @@ pub enum ReadError {
         /// The oldest revision still retained at the moment of the read.
         oldest: u64,
     },
+    /// The cursor belongs to another buffer: its generation is not this
+    /// buffer's. Nothing was read; no revision of this history answers for it.
+    /// Checked before everything else.
+    Foreign {
+        /// This buffer's generation.
+        expected: u64,
+        /// The cursor's generation.
+        found: u64,
+    },
     /// The cursor is ahead of the latest revision: it does not belong to this
     /// history (see `generation()`).
     Future {
@@ -161,6 +172,10 @@ impl fmt::Display for ReadError {
             ReadError::Gap { after, oldest } => write!(
                 f,
                 "cursor {after} fell behind retention (oldest retained revision is {oldest})"
+            ),
+            ReadError::Foreign { expected, found } => write!(
+                f,
+                "cursor of buffer generation {found:016x} used on generation {expected:016x}"
             ),
             ReadError::Future { after, tail } => {
                 write!(f, "cursor {after} is ahead of the latest revision {tail}")

@@ -9,12 +9,14 @@ macro_rules! receiver_iterators {
     () => {
         /// Blocking iterator from [`Receiver::iter`]: one [`Receiver::recv`] per
         /// item; ends at `Closed`.
+        #[must_use = "iterators are lazy: nothing is received until it is consumed"]
         pub struct Iter<'a, K, V> {
             rx: &'a mut Receiver<K, V>,
         }
 
         /// Non-blocking iterator from [`Receiver::try_iter`]: one
         /// [`Receiver::try_recv`] per item; ends at `Empty` or `Closed`.
+        #[must_use = "iterators are lazy: nothing is received until it is consumed"]
         pub struct TryIter<'a, K, V> {
             rx: &'a mut Receiver<K, V>,
         }

@@ -234,19 +234,28 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
         }
     }
 
-    /// A cut's batch as the consumer gets it: the held head first, then what
-    /// is admitted, in order.
-    pub(crate) fn cut(
+    /// A cut's batch, appended to `out` from `start` on, as the consumer gets
+    /// it: the held head first, then what is admitted, in order. Returns how
+    /// many events it leaves appended.
+    pub(crate) fn cut_into(
         &mut self,
         tombstones: &Tombstones<V>,
-        mut batch: Vec<Event<K, V>>,
-    ) -> Vec<Event<K, V>> {
-        batch.retain(|event| self.admit(event, tombstones));
+        out: &mut Vec<Event<K, V>>,
+        start: usize,
+    ) -> usize {
+        let mut at = start;
+        for i in start..out.len() {
+            if self.admit(&out[i], tombstones) {
+                out.swap(at, i);
+                at += 1;
+            }
+        }
+        out.truncate(at);
         if let Some(held) = self.held_mut().take() {
             self.correction.hold(None);
-            batch.insert(0, held);
+            out.insert(start, held);
         }
-        batch
+        out.len() - start
     }
 
     /// What `peek` shows: what the next `pop` would return. A tombstone at

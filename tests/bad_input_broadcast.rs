@@ -26,6 +26,8 @@ keybus_test_support::tests_for! {
         limit_usize_max_reads_what_is_there,
         far_future_cursor_is_future_in_every_form,
         cursor_from_another_buffer,
+        cursor_from_the_other_implementation,
+        made_up_cursors_are_foreign_in_every_form,
         reader_after_every_buffer_handle_dropped_drains_then_closed,
         reader_after_close_and_drop_of_every_handle_drains_then_closed,
         duration_max_and_zero_timeouts,

@@ -26,6 +26,14 @@ keybus_test_support::tests_for! {
         rule6_readers_drain_then_closed,
         rule6_close_wakes_blocked_readers,
         rule7_generation_identifies_the_buffer_instance,
+        rule7_foreign_cursor_is_refused_by_every_use,
+        rule7_foreign_is_checked_before_future_gap_and_closed,
+        rule7_own_cursor_round_trips_and_resumes,
+        reader_seek_moves_to_a_checked_cursor,
+        reader_seek_to_tail_and_to_oldest,
+        reader_stream_yields_entries_and_gaps_then_ends_at_closed,
+        reader_stream_foreign_and_future_end_it_until_a_seek,
+        reader_stream_is_woken_by_appends_and_close_from_another_thread,
         append_if_changed_skips_a_value_equal_to_the_latest,
         append_if_changed_compares_across_wraparound,
         #[should_panic(expected = "capacity must be at least 1")]
@@ -62,6 +70,7 @@ fn planted_panics_fail_instead_of_hanging() {
             "read_blocks_until_an_append_from_another_thread",
             "reader_next_is_woken_by_an_append_from_another_thread",
             "read_async_is_woken_by_an_append_from_another_thread",
+            "reader_stream_is_woken_by_appends_and_close_from_another_thread",
         ],
         1,
     );

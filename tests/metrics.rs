@@ -3,7 +3,8 @@
 //! Every test installs its recorder with `metrics::with_local_recorder`, so no
 //! global state is shared between tests. Checked: how each kind folds (counters
 //! sum, absolute counters, gauges in order, histograms into a summary), that
-//! labels make distinct keys, that filters select at send, that a coalescing
+//! labels make distinct keys, that filters select at send, histogram quantiles
+//! within the sketch's error, the `max_keys` bound, that a coalescing
 //! update allocates nothing, and that concurrent recording from several threads
 //! arrives exactly, against a mutex-map reference, at a blocking consumer and at a
 //! batching one.
@@ -15,7 +16,10 @@ use keybus_test_support::counting::{self, Counting};
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-use keybus::metrics::{CounterUpdate, GaugeUpdate, KeybusRecorder, Kind, Summary, Totals, Update};
+use keybus::metrics::{
+    CounterUpdate, GaugeUpdate, KeybusRecorder, Kind, Summary, Totals, Update,
+    QUANTILE_RELATIVE_ERROR,
+};
 use keybus::{RecvTimeoutError, TryRecvError};
 use keybus_test_support::threads::{self, Crew};
 use metrics::{counter, gauge, histogram, with_local_recorder, Key, Label};
@@ -38,7 +42,7 @@ fn drain(rx: &mut keybus::conflate::Receiver<Key, Update>) -> Vec<(String, Updat
 /// The one event of `batch`, as (sends, update).
 fn only_event(batch: &[keybus::Event<Key, Update>]) -> (u64, Update) {
     assert_eq!(batch.len(), 1, "one key, one event");
-    (batch[0].sends, batch[0].value)
+    (batch[0].sends, batch[0].value.clone())
 }
 
 #[test]
@@ -130,7 +134,10 @@ fn gauges_follow_their_operations() {
         gauge!("inflight").decrement(1.0);
     });
     let batch = rx.try_recv_all().unwrap();
-    let values: Vec<_> = batch.iter().map(|e| (e.key.name(), e.value)).collect();
+    let values: Vec<_> = batch
+        .iter()
+        .map(|e| (e.key.name(), e.value.clone()))
+        .collect();
     assert_eq!(
         values,
         vec![
@@ -167,18 +174,193 @@ fn histograms_fold_into_a_summary() {
         histogram!("latency").record_many(9.0, 2);
         histogram!("latency").record_many(100.0, 0); // no samples: no update
     });
-    let expected = Summary {
-        count: 7,
-        sum: 32.0,
-        min: 1.0,
-        max: 9.0,
-    };
     let (sends, update) = only_event(&rx.try_recv_all().unwrap());
-    assert_eq!((sends, update), (6, Update::Histogram(expected)));
+    assert_eq!(sends, 6);
     let Update::Histogram(s) = update else {
-        unreachable!()
+        panic!("a histogram's update is a summary: {update:?}")
     };
+    assert_eq!((s.count, s.sum, s.min, s.max), (7, 32.0, 1.0, 9.0));
     assert_eq!(s.mean(), 32.0 / 7.0);
+    // The samples 1 1 3 4 5 9 9: the median is 4, within the sketch's error.
+    let p50 = s.quantile(0.5).unwrap();
+    assert!(
+        (p50 - 4.0).abs() <= 4.0 * QUANTILE_RELATIVE_ERROR,
+        "p50 {p50}"
+    );
+    assert_eq!((s.quantile(0.0), s.quantile(1.0)), (Some(1.0), Some(9.0)));
+}
+
+/// The true `q`-quantile by the sketch's rank rule: the sample of rank
+/// `floor(q * (n - 1))` in increasing order.
+fn exact_quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[(q * (sorted.len() - 1) as f64) as usize]
+}
+
+/// `s` against the samples it summarizes: count, sum, min and max exactly, p50,
+/// p90 and p99 within the sketch's stated relative error.
+fn assert_summarizes(s: &Summary, sorted: &[f64], who: &str) {
+    let sum: f64 = sorted.iter().sum();
+    assert_eq!(
+        (s.count, s.sum, s.min, s.max),
+        (
+            sorted.len() as u64,
+            sum,
+            sorted[0],
+            sorted[sorted.len() - 1]
+        ),
+        "{who}: exact statistics"
+    );
+    for q in [0.5, 0.9, 0.99] {
+        let want = exact_quantile(sorted, q);
+        let got = s.quantile(q).unwrap_or_else(|| panic!("{who}: no p{q}"));
+        assert!(
+            (got - want).abs() <= want.abs() * QUANTILE_RELATIVE_ERROR,
+            "{who}: quantile {q} is {got}, the true one {want}"
+        );
+    }
+}
+
+/// Known samples (a skewed spread of whole numbers from 1 to 250,001, shuffled)
+/// recorded through the macros reach three consumers: one that takes a cut every
+/// 250 samples and folds the cuts' summaries with `Totals`, one that takes
+/// everything at the end, and a snapshot receiver made halfway (the state table's
+/// summary, then the rest). Each answers p50, p90 and p99 within the sketch's
+/// stated error, keeps count, sum, min and max exact (whole numbers: sums are
+/// exact in any order), and the three summaries are equal.
+#[test]
+fn histogram_quantiles_are_within_the_sketch_error() {
+    let mut samples: Vec<f64> = (1..=5000u64).map(|i| (i * i / 100 + 1) as f64).collect();
+    fastrand::Rng::with_seed(7).shuffle(&mut samples);
+    let recorder = KeybusRecorder::builder().retain_latest().build();
+    let mut cutting = recorder.receiver();
+    let mut whole = recorder.receiver();
+    let mut cut_totals = Totals::new();
+    let mut snapshot = None;
+    with_local_recorder(&recorder, || {
+        for (i, v) in samples.iter().enumerate() {
+            histogram!("latency").record(*v);
+            if i % 250 == 249 {
+                cut_totals.apply_all(cutting.try_recv_all().unwrap());
+            }
+            if i == samples.len() / 2 {
+                snapshot = Some(recorder.snapshot_receiver());
+            }
+        }
+    });
+    let mut snapshot_totals = Totals::new();
+    snapshot_totals.apply_all(snapshot.unwrap().try_recv_all().unwrap());
+    let (sends, whole) = only_event(&whole.try_recv_all().unwrap());
+    assert_eq!(sends, samples.len() as u64);
+    let key = Key::from_name("latency");
+    let summary = |u: Option<&Update>| match u {
+        Some(Update::Histogram(s)) => s.clone(),
+        other => panic!("not a histogram: {other:?}"),
+    };
+    samples.sort_by(f64::total_cmp);
+    let (cut, snap, whole) = (
+        summary(cut_totals.get(&key)),
+        summary(snapshot_totals.get(&key)),
+        summary(Some(&whole)),
+    );
+    assert_summarizes(&whole, &samples, "one cut at the end");
+    assert_summarizes(&cut, &samples, "20 cuts folded");
+    assert_summarizes(&snap, &samples, "snapshot receiver");
+    assert_eq!(cut, whole);
+    assert_eq!(snap, whole);
+}
+
+/// A recorder built with `max_keys(3)` admits the first three metrics (a key
+/// counts once per kind) and refuses every new one after, whatever its kind:
+/// refused updates reach no receiver and no state table, and are counted, through
+/// the macros and through a kept handle; admitted metrics keep working.
+#[test]
+fn max_keys_refuses_new_metrics_and_counts_them() {
+    let recorder = KeybusRecorder::builder()
+        .retain_latest()
+        .max_keys(3)
+        .build();
+    assert_eq!(recorder.max_keys(), Some(3));
+    let mut rx = recorder.receiver();
+    with_local_recorder(&recorder, || {
+        counter!("requests", "route" => "/").increment(1);
+        gauge!("queue").set(2.0);
+        histogram!("latency").record(3.0);
+        // Past the bound: refused, whatever the kind, however it is called.
+        counter!("requests", "route" => "/login").increment(10);
+        counter!("requests", "route" => "/login").increment(10);
+        gauge!("requests", "route" => "/").set(1.0); // admitted key, new kind
+        let kept = histogram!("other");
+        kept.record(1.0);
+        kept.record_many(2.0, 5);
+        // Admitted metrics still work, by macro or kept handle.
+        counter!("requests", "route" => "/").increment(1);
+        gauge!("queue").increment(1.0);
+    });
+    assert_eq!(recorder.registered(), 3);
+    assert_eq!(recorder.refused_registrations(), 4);
+    assert_eq!(recorder.refused_updates(), 5);
+    assert_eq!(
+        drain(&mut rx),
+        vec![
+            (
+                "requests".into(),
+                Update::Counter(CounterUpdate::increment(2)),
+                2
+            ),
+            ("queue".into(), Update::Gauge(GaugeUpdate::Set(3.0)), 2),
+            ("latency".into(), Update::Histogram(Summary::of(3.0, 1)), 1),
+        ]
+    );
+    assert_eq!(
+        recorder.hub().snapshot().len(),
+        3,
+        "the state table holds 3"
+    );
+    // No bound: nothing refused.
+    let unbounded = KeybusRecorder::new();
+    with_local_recorder(&unbounded, || {
+        for i in 0..10 {
+            counter!("c", "i" => i.to_string()).increment(1);
+        }
+    });
+    assert_eq!((unbounded.max_keys(), unbounded.registered()), (None, 10));
+    assert_eq!(unbounded.refused_registrations(), 0);
+}
+
+/// Threads register new metrics at once, each its own keys and keys every thread
+/// shares: exactly `max_keys` metrics are admitted, and every update is either
+/// delivered or counted as refused (none lost silently).
+#[test]
+fn max_keys_is_exact_under_concurrent_registration() {
+    const THREADS: usize = 4;
+    const KEYS: usize = 300;
+    const MAX: usize = 500;
+    let recorder = KeybusRecorder::builder().max_keys(MAX).build();
+    let mut rx = recorder.receiver();
+    let crew = Crew::new("max_keys_concurrent");
+    let start = crew.barrier(THREADS);
+    crew.scope(|s| {
+        for t in 0..THREADS {
+            let (recorder, start) = (recorder.clone(), &start);
+            crew.spawn(s, move || {
+                start.wait();
+                with_local_recorder(&recorder, || {
+                    for i in 0..KEYS {
+                        counter!("shared", "i" => i.to_string()).increment(1);
+                        counter!("own", "key" => format!("{t}-{i}")).increment(1);
+                    }
+                });
+            });
+        }
+    });
+    let distinct = KEYS + THREADS * KEYS;
+    let updates = 2 * THREADS * KEYS;
+    assert_eq!(recorder.registered(), MAX);
+    let delivered: u64 = drain(&mut rx).iter().map(|(_, _, sends)| sends).sum();
+    assert_eq!(delivered + recorder.refused_updates(), updates as u64);
+    // Each refused metric was registered once per update made to it.
+    assert_eq!(recorder.refused_registrations(), recorder.refused_updates());
+    assert!(recorder.refused_updates() >= (distinct - MAX) as u64);
 }
 
 #[test]
@@ -199,7 +381,7 @@ fn labels_make_distinct_keys() {
     let batch = rx.try_recv_all().unwrap();
     let got: Vec<(Vec<Label>, Update)> = batch
         .iter()
-        .map(|e| (e.key.labels().cloned().collect(), e.value))
+        .map(|e| (e.key.labels().cloned().collect(), e.value.clone()))
         .collect();
     let l = |pairs: &[(&'static str, &'static str)]| -> Vec<Label> {
         pairs.iter().map(|(k, v)| Label::new(*k, *v)).collect()
@@ -312,7 +494,7 @@ fn a_late_snapshot_receiver_sees_the_state() {
     let snap = late.try_recv_all().unwrap();
     let got: Vec<_> = snap
         .iter()
-        .map(|e| (e.key.name(), e.value, e.sends))
+        .map(|e| (e.key.name(), e.value.clone(), e.sends))
         .collect();
     assert_eq!(
         got,
@@ -356,6 +538,11 @@ fn a_coalescing_update_allocates_nothing() {
             gauge!("g").increment(1.0);
             gauge!("g").set(2.0);
             histogram!("h").record(3.0);
+            // Varied samples: once the pending sketch has their bins, folding
+            // more of them allocates nothing either.
+            for v in [0.5, 2.0, 40.0, 900.0] {
+                histogram!("h.varied").record(v);
+            }
             owned.increment(1);
         };
         // Warm up: registration, first sends, every table at its size.
@@ -369,7 +556,7 @@ fn a_coalescing_update_allocates_nothing() {
         });
         assert_eq!(n, 0, "coalescing updates allocated {n} times");
     });
-    assert!(rxs.iter().all(|rx| rx.len() == 5));
+    assert!(rxs.iter().all(|rx| rx.len() == 6));
 }
 
 /// With no receiver an update is one atomic load, and allocates nothing either.
@@ -587,7 +774,7 @@ fn concurrent_recording_matches_a_mutex_map_reference() {
                     Some((w, "level")) => Key::from_parts("level", &[("worker", w.to_owned())]),
                     _ => Key::from_name(name.clone()),
                 };
-                let got = *totals
+                let got = totals
                     .get(&key)
                     .unwrap_or_else(|| panic!("{who}: {name} missing"));
                 let got = match got {

@@ -6,8 +6,9 @@
 //! cargo bench -p keybus-benches --features metrics --bench metrics
 //! ```
 //!
-//! Groups `metrics/counter_macro` (`counter!("requests").increment(1)` per update)
-//! and `metrics/counter_handle` (a kept handle's `increment(1)`), each with keybus
+//! Groups `metrics/counter_macro` (`counter!("requests").increment(1)` per update),
+//! `metrics/counter_handle` (a kept handle's `increment(1)`) and
+//! `metrics/histogram_handle` (a kept handle's `record(v)`), each with keybus
 //! at 0 receivers, 2 idle receivers (every update coalesces) and 2 receivers
 //! cutting every 1 ms on their own threads; see `support/metrics_scenarios.rs`.
 
@@ -24,7 +25,7 @@ const BATCH: u64 = 200_000;
 
 fn counters(c: &mut Criterion) {
     for path in Path::ALL {
-        let mut g = c.benchmark_group(format!("metrics/counter_{}", path.name()));
+        let mut g = c.benchmark_group(format!("metrics/{}", path.name()));
         g.throughput(Throughput::Elements(1))
             .measurement_time(Duration::from_secs(3));
         for imp in METRICS_IMPLS {

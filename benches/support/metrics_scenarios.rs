@@ -2,14 +2,17 @@
 //! floor a user compares with, shared by `benches/benches/metrics.rs` and
 //! `benches/src/bin/bench-report.rs`.
 //!
-//! Every measurement records `n` updates of one counter on the calling thread,
-//! inside `metrics::with_local_recorder`, in one of two ways:
+//! Every measurement records `n` updates of one metric on the calling thread,
+//! inside `metrics::with_local_recorder`, in one of three ways:
 //!
 //! - [`Path::Macro`]: `counter!("requests").increment(1)` each time, so the
 //!   recorder's handle lookup (`register_counter`) is part of every update, as in
 //!   code that calls the macro inline;
 //! - [`Path::Handle`]: `let c = counter!("requests");` once, then
-//!   `c.increment(1)`: only the handle's update.
+//!   `c.increment(1)`: only the handle's update;
+//! - [`Path::HistogramHandle`]: `let h = histogram!("latency");` once, then
+//!   `h.record(v)` with `v` cycling through 64 values from 1 to 1,000 (a pending
+//!   keybus summary folds each into its quantile sketch).
 //!
 //! Implementations ([`METRICS_IMPLS`]):
 //!
@@ -26,7 +29,9 @@
 #![allow(dead_code)]
 
 use keybus::metrics::KeybusRecorder;
-use metrics::{counter, Counter, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
+use metrics::{
+    counter, histogram, Counter, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit,
+};
 use metrics_util::registry::{AtomicStorage, Registry};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,17 +45,28 @@ pub enum Path {
     Macro,
     /// One `counter!(..)`, then `increment(1)` per update.
     Handle,
+    /// One `histogram!(..)`, then `record(v)` per update.
+    HistogramHandle,
 }
 
 impl Path {
-    pub const ALL: [Path; 2] = [Path::Macro, Path::Handle];
+    pub const ALL: [Path; 3] = [Path::Macro, Path::Handle, Path::HistogramHandle];
 
+    /// The scenario's name after `metrics/`.
     pub fn name(self) -> &'static str {
         match self {
-            Path::Macro => "macro",
-            Path::Handle => "handle",
+            Path::Macro => "counter_macro",
+            Path::Handle => "counter_handle",
+            Path::HistogramHandle => "histogram_handle",
         }
     }
+}
+
+/// The samples [`Path::HistogramHandle`] cycles through: 1 to 1,000, spread
+/// geometrically (about 5 of the 1 % sketch bins apart, so no two share one).
+/// A table, so that the timed loop does no `powf`.
+fn histogram_samples() -> [f64; 64] {
+    std::array::from_fn(|k| 1000f64.powf(k as f64 / 63.0))
 }
 
 /// Which side of the comparison.
@@ -103,6 +119,8 @@ fn record(recorder: &dyn metrics::Recorder, path: Path, n: u64) -> Duration {
     metrics::with_local_recorder(recorder, || {
         // Warm: registration and the first send happen before the clock starts.
         counter!("requests").increment(1);
+        let samples = histogram_samples();
+        histogram!("latency").record(samples[0]);
         let start = Instant::now();
         match path {
             Path::Macro => {
@@ -114,6 +132,12 @@ fn record(recorder: &dyn metrics::Recorder, path: Path, n: u64) -> Duration {
                 let c = counter!("requests");
                 for _ in 0..n {
                     c.increment(black_box(1));
+                }
+            }
+            Path::HistogramHandle => {
+                let h = histogram!("latency");
+                for i in 0..n {
+                    h.record(black_box(samples[i as usize % samples.len()]));
                 }
             }
         }
@@ -134,7 +158,8 @@ pub fn keybus(path: Path, n: u64, receivers: usize, cutting: bool) -> Duration {
                     .map_or(0, |b| b.iter().map(|e| e.sends).sum())
             })
             .sum();
-        assert_eq!(folded, (n + 1) * receivers as u64, "every update delivered");
+        // n + 1 updates of the metric measured, 1 of the other (warm-up).
+        assert_eq!(folded, (n + 2) * receivers as u64, "every update delivered");
         return d;
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -161,7 +186,7 @@ pub fn keybus(path: Path, n: u64, receivers: usize, cutting: bool) -> Duration {
     let d = record(&recorder, path, n);
     stop.store(true, Ordering::Release);
     for t in threads {
-        assert_eq!(t.join().unwrap(), n + 1, "every update delivered");
+        assert_eq!(t.join().unwrap(), n + 2, "every update delivered");
     }
     d
 }
@@ -193,11 +218,20 @@ impl metrics::Recorder for RegistryRecorder {
 pub fn registry(path: Path, n: u64) -> Duration {
     let recorder = RegistryRecorder(Registry::atomic());
     let d = record(&recorder, path, n);
+    let (counted, sampled) = match path {
+        Path::Macro | Path::Handle => (n + 1, 1),
+        Path::HistogramHandle => (1, n + 1),
+    };
     let total = recorder
         .0
         .get_counter(&Key::from_name("requests"))
         .map(|c| c.load(Ordering::Relaxed));
-    assert_eq!(total, Some(n + 1), "every update counted");
+    assert_eq!(total, Some(counted), "every update counted");
+    let mut samples = 0u64;
+    if let Some(h) = recorder.0.get_histogram(&Key::from_name("latency")) {
+        h.clear_with(|block| samples += block.len() as u64);
+    }
+    assert_eq!(samples, sampled, "every sample kept");
     d
 }
 

@@ -232,14 +232,14 @@ fn read_vs_overwrite_of_the_same_slot() {
             }
             let latest = buf.latest().unwrap();
             assert_eq!(latest.value, value(latest.revision));
-            let mut reader = buf.reader_at(1);
+            let mut reader = buf.reader_at(buf.cursor_at(1));
             match reader.try_next() {
                 Ok(e) => assert_eq!(e.value, value(e.revision)),
-                Err(ReadError::Empty) => assert_eq!(reader.cursor(), 1),
+                Err(ReadError::Empty) => assert_eq!(reader.cursor().revision(), 1),
                 Err(ReadError::Gap {
                     after: 1,
                     oldest: 3,
-                }) => assert_eq!(reader.cursor(), 2),
+                }) => assert_eq!(reader.cursor().revision(), 2),
                 Err(e) => panic!("unexpected {e:?}"),
             }
             reader
@@ -298,7 +298,7 @@ fn gap_boundary_while_an_append_evicts() {
             Err(e) => panic!("unexpected {e:?}"),
         }
         // Cursor 0 is a - 1 before the append and a - 2 after it.
-        let mut reader = buf.reader_at(0);
+        let mut reader = buf.reader_at(buf.cursor_at(0));
         match reader.try_next() {
             Ok(e) => assert_entry(&e, 1),
             Err(ReadError::Gap {
@@ -306,7 +306,7 @@ fn gap_boundary_while_an_append_evicts() {
                 oldest: 2,
             }) => {
                 // Resumes at the oldest retained entry.
-                assert_eq!(reader.cursor(), 1);
+                assert_eq!(reader.cursor().revision(), 1);
                 assert_eq!(reader.try_next().unwrap().value, value(2));
             }
             Err(e) => panic!("unexpected {e:?}"),
@@ -333,7 +333,7 @@ fn close_vs_draining_read() {
             assert_eq!(buf.append(value(3)), Err(AppendError(value(3))));
         },
         |buf| {
-            let mut reader = buf.reader_at(0);
+            let mut reader = buf.reader_at(buf.cursor_at(0));
             let drained = read_until_closed(&mut reader);
             for e in &drained {
                 assert_eq!(e.value, value(e.revision));
@@ -353,7 +353,7 @@ fn close_racing_append() {
         let buf = Buffer::new(2);
         let appender = spawn_with(buf.clone(), move |buf| buf.append(value(1)).is_ok());
         let closer = spawn_with(buf.clone(), move |buf| buf.close());
-        let mut reader = buf.reader_at(0);
+        let mut reader = buf.reader_at(buf.cursor_at(0));
         let drained = read_until_closed(&mut reader);
         let appended = appender.join().unwrap();
         closer.join().unwrap();
@@ -477,7 +477,7 @@ fn two_parked_readers_vs_two_appends() {
         // notifies. A lost wake-up is a deadlock, which loom reports.
         let buf = Buffer::new(2);
         let a = spawn_with(buf.clone(), move |buf| buf.read(0, 1));
-        let b = spawn_with(buf.reader_at(0), |mut reader| {
+        let b = spawn_with(buf.reader_at(buf.cursor_at(0)), |mut reader| {
             assert_eq!(reader.next().unwrap().revision, 1);
             reader.next()
         });
@@ -494,7 +494,7 @@ fn parked_reader_vs_two_contending_appenders() {
         // Two appenders contend for the lock bit (one waits for the other,
         // never for the reader); the reader parks until revision 2 exists.
         let (buf, appenders) = two_appenders();
-        let mut reader = buf.reader_at(0);
+        let mut reader = buf.reader_at(buf.cursor_at(0));
         assert_eq!(reader.next().unwrap().revision, 1);
         assert_eq!(reader.next().unwrap().revision, 2);
         join_appenders(appenders);

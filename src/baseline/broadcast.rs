@@ -16,6 +16,14 @@
 //! assert_eq!(buf.try_read(1, 8).unwrap().len(), 2);
 //! // ...cursor 0 lost revision 1.
 //! assert_eq!(buf.try_read(0, 8), Err(ReadError::Gap { after: 0, oldest: 2 }));
+//!
+//! // Cursors carry the generation; one of another buffer (of either kind) is
+//! // refused, one of this buffer resumes.
+//! let lockfree = keybus::broadcast::Buffer::<&str>::new(2);
+//! let mut reader = buf.reader_at(lockfree.cursor());
+//! assert!(matches!(reader.try_next(), Err(ReadError::Foreign { .. })));
+//! reader.seek(buf.cursor_at(2)).unwrap();
+//! assert_eq!(reader.try_next().unwrap().value, "c");
 //! ```
 //!
 //! # Design
@@ -36,12 +44,18 @@
 //!   the lock usable. A replaced value is dropped after the lock is released.
 //! - Memory is exactly `capacity` values; appends allocate nothing.
 
+pub use crate::broadcast::{Cursor, ParseCursorError, Position};
 pub use crate::{AppendError, Entry, ReadError};
 
-use crate::sync::{lock, Arc, AtomicUsize, Mutex, Notify, Ordering};
-use crate::wait::{block, WaitFuture};
+use crate::broadcast::cursor::check_generation;
+use crate::broadcast::reader::stream_item;
+use crate::sync::{lock, Arc, AtomicUsize, Listener, Mutex, Notify, Ordering};
+use crate::wait::{block, poll_attempt, WaitFuture};
+use futures_core::Stream;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 struct State<T> {
@@ -189,6 +203,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `capacity == 0`.
+    #[must_use]
     pub fn new(capacity: usize) -> Self {
         assert!(
             capacity > 0,
@@ -212,6 +227,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// How many revisions the buffer retains.
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.shared.capacity
     }
@@ -252,17 +268,32 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// The latest revision, 0 before the first append.
+    #[must_use]
     pub fn tail(&self) -> u64 {
         lock(&self.shared.state).revision
     }
 
-    /// `Ok`, or [`ReadError::Gap`] / [`ReadError::Future`] for reading after
-    /// `after` now.
-    pub fn validate(&self, after: u64) -> Result<(), ReadError> {
+    /// `Ok`, or [`ReadError::Foreign`], then [`ReadError::Gap`] /
+    /// [`ReadError::Future`] for reading after `after` now.
+    pub fn validate(&self, after: impl Position) -> Result<(), ReadError> {
+        let after = self.revision_of(after)?;
         lock(&self.shared.state).check(after)
     }
 
+    /// The tail as a cursor of this buffer.
+    #[must_use]
+    pub fn cursor(&self) -> Cursor {
+        self.cursor_at(self.tail())
+    }
+
+    /// The cursor of this buffer at `revision` (nothing checked until used).
+    #[must_use]
+    pub fn cursor_at(&self, revision: u64) -> Cursor {
+        Cursor::new(self.shared.generation, revision)
+    }
+
     /// A copy of the latest entry, `None` before the first append.
+    #[must_use]
     pub fn latest(&self) -> Option<Entry<T>> {
         let s = lock(&self.shared.state);
         (s.count > 0).then(|| Entry {
@@ -272,6 +303,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// A copy of every retained entry, oldest first.
+    #[must_use]
     pub fn retained(&self) -> Vec<Entry<T>> {
         let s = lock(&self.shared.state);
         (s.floor() + 1..=s.revision)
@@ -287,8 +319,9 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0`.
-    pub fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+    pub fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
+        let after = self.revision_of(after)?;
         self.attempt(after, limit).unwrap_or(Err(ReadError::Empty))
     }
 
@@ -298,7 +331,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0`.
-    pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+    pub fn read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         self.wait(after, limit, None)
             .expect("no deadline: never times out")
     }
@@ -311,7 +344,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// If `limit == 0`.
     pub fn read_timeout(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Entry<T>>, ReadError> {
@@ -324,28 +357,36 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0` (when called, not when polled).
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn read_async(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
         assert_limit(limit);
-        WaitFuture::new(&self.shared.notify, move || self.attempt(after, limit))
+        let after = self.revision_of(after);
+        WaitFuture::new(&self.shared.notify, move || match after {
+            Ok(after) => self.attempt(after, limit),
+            Err(e) => Some(Err(e)),
+        })
     }
 
     /// A reader whose cursor is the current tail: only new values.
+    #[must_use]
     pub fn reader(&self) -> Reader<T> {
-        Reader {
-            shared: self.shared.clone(),
-            cursor: self.tail(),
-        }
+        self.reader_at(self.cursor())
     }
 
-    /// A reader resuming after `after`.
-    pub fn reader_at(&self, after: u64) -> Reader<T> {
+    /// A reader resuming after `cursor`; `Foreign` or `Future` is reported by
+    /// its reads.
+    #[must_use]
+    pub fn reader_at(&self, cursor: Cursor) -> Reader<T> {
         Reader {
             shared: self.shared.clone(),
-            cursor: after,
+            generation: cursor.generation(),
+            revision: cursor.revision(),
+            listener: None,
+            halted: false,
         }
     }
 
@@ -356,23 +397,35 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// Whether [`close`](Self::close) was called on any handle.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         lock(&self.shared.state).closed
     }
 
-    /// An id of this buffer instance, unique within the process.
+    /// An id of this buffer instance, unique within the process (and random
+    /// across processes); every [`Cursor`] carries it.
+    #[must_use]
     pub fn generation(&self) -> u64 {
         self.shared.generation
+    }
+
+    /// The revision `after` names in this buffer, or `Foreign`.
+    fn revision_of(&self, after: impl Position) -> Result<u64, ReadError> {
+        after.revision_in(self.shared.generation)
     }
 
     /// Blocks until a read answers or `deadline` passes (`None`).
     fn wait(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
         deadline: Option<Instant>,
     ) -> Option<Result<Vec<Entry<T>>, ReadError>> {
         assert_limit(limit);
+        let after = match self.revision_of(after) {
+            Ok(after) => after,
+            Err(e) => return Some(Err(e)),
+        };
         block(&self.shared.notify, deadline, || self.attempt(after, limit))
     }
 
@@ -384,55 +437,122 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
 }
 
 /// A cursor over a [`Buffer`]; same behaviour as [`crate::broadcast::Reader`]:
-/// on `Gap` the cursor moves to `oldest - 1`, on `Future` it stays.
+/// on `Gap` the cursor moves to `oldest - 1`, on `Future` and `Foreign` it
+/// stays; a `Stream` of `Result<Entry<T>, ReadError>` with the same rules.
 pub struct Reader<T> {
     shared: Arc<Shared<T>>,
-    cursor: u64,
+    /// The cursor's generation: the buffer's, unless made from a foreign cursor.
+    generation: u64,
+    revision: u64,
+    /// Parking state of the `Stream` implementation between polls.
+    listener: Option<Listener>,
+    /// The stream yielded `Foreign` or `Future` and ends until a seek.
+    halted: bool,
 }
 
-/// One step of a reader at `cursor` (see [`Entry::step`]).
-fn step<T: Clone>(shared: &Shared<T>, cursor: &mut u64) -> Option<Result<Entry<T>, ReadError>> {
-    Entry::step(cursor, |after, got| {
+/// One step of a reader at `revision` of `generation` (see [`Entry::step`]).
+fn step<T: Clone>(
+    shared: &Shared<T>,
+    generation: u64,
+    revision: &mut u64,
+) -> Option<Result<Entry<T>, ReadError>> {
+    if let Err(e) = check_generation(Cursor::new(generation, *revision), shared.generation) {
+        return Some(Err(e));
+    }
+    Entry::step(revision, |after, got| {
         read_with(shared, after, 1, |entry| *got = Some(entry))
     })
 }
 
 impl<T> Reader<T> {
-    /// The last revision this reader returned (or was created at, or was moved
-    /// to by a gap).
-    pub fn cursor(&self) -> u64 {
-        self.cursor
+    /// The reader's position: the last revision it returned (or was created or
+    /// sought at, or was moved to by a gap), with its generation.
+    #[must_use]
+    pub fn cursor(&self) -> Cursor {
+        Cursor::new(self.generation, self.revision)
+    }
+
+    /// Moves the cursor to `cursor`; `Foreign` or `Future` answers the error
+    /// and leaves the reader where it was (a `Gap` is reported by the next read).
+    pub fn seek(&mut self, cursor: Cursor) -> Result<(), ReadError> {
+        let revision = check_generation(cursor, self.shared.generation)?;
+        match lock(&self.shared.state).check(revision) {
+            Ok(()) | Err(ReadError::Gap { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.move_to(revision);
+        Ok(())
+    }
+
+    /// The next read returns the first revision appended after this call.
+    pub fn seek_to_tail(&mut self) {
+        let tail = lock(&self.shared.state).revision;
+        self.move_to(tail);
+    }
+
+    /// The next read returns the oldest entry retained at this call (or reports
+    /// the `Gap` if appends evicted it first).
+    pub fn seek_to_oldest(&mut self) {
+        let floor = lock(&self.shared.state).floor();
+        self.move_to(floor);
+    }
+
+    fn move_to(&mut self, revision: u64) {
+        self.generation = self.shared.generation;
+        self.revision = revision;
+        self.halted = false;
     }
 }
 
 impl<T: Clone + Send + Sync + 'static> Reader<T> {
     /// Blocks until the revision after the cursor is readable, returns it and
-    /// advances the cursor; `Gap`, `Future` or `Closed` otherwise.
+    /// advances the cursor; `Foreign`, `Future`, `Gap` or `Closed` otherwise.
     #[allow(clippy::should_implement_trait)] // a fallible, blocking cursor, not an Iterator
     pub fn next(&mut self) -> Result<Entry<T>, ReadError> {
-        let Reader { shared, cursor } = self;
-        block(&shared.notify, None, || step(shared, cursor)).expect("no deadline: never times out")
+        let (shared, generation, revision) = (&self.shared, self.generation, &mut self.revision);
+        block(&shared.notify, None, || step(shared, generation, revision))
+            .expect("no deadline: never times out")
     }
 
     /// Like [`next`](Self::next), but answers `Empty` instead of waiting.
     pub fn try_next(&mut self) -> Result<Entry<T>, ReadError> {
-        step(&self.shared, &mut self.cursor).unwrap_or(Err(ReadError::Empty))
+        step(&self.shared, self.generation, &mut self.revision).unwrap_or(Err(ReadError::Empty))
     }
 
     /// The async form of [`next`](Self::next). Dropping the future before it
     /// completes leaves the cursor unchanged.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn next_async(&mut self) -> impl Future<Output = Result<Entry<T>, ReadError>> + Send + '_ {
-        let Reader { shared, cursor } = self;
-        let shared: &Shared<T> = shared;
-        WaitFuture::new(&shared.notify, move || step(shared, cursor))
+        let (shared, generation, revision) = (&*self.shared, self.generation, &mut self.revision);
+        WaitFuture::new(&shared.notify, move || step(shared, generation, revision))
+    }
+}
+
+// No field is ever pinned: `poll_next` only needs `&mut Reader`.
+impl<T> Unpin for Reader<T> {}
+
+impl<T: Clone + Send + Sync + 'static> Stream for Reader<T> {
+    type Item = Result<Entry<T>, ReadError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.halted {
+            return Poll::Ready(None);
+        }
+        let shared: &Shared<T> = &this.shared;
+        let (generation, revision) = (this.generation, &mut this.revision);
+        let answer = poll_attempt(&shared.notify, &mut this.listener, cx, || {
+            step(shared, generation, revision)
+        });
+        answer.map(|answer| stream_item(answer, &mut this.halted))
     }
 }
 
 impl<T> fmt::Debug for Reader<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reader")
-            .field("cursor", &self.cursor)
-            .field("generation", &self.shared.generation)
+            .field("cursor", &self.cursor())
+            .field("buffer_generation", &self.shared.generation)
             .finish_non_exhaustive()
     }
 }

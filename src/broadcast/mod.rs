@@ -1,10 +1,11 @@
 //! A bounded cursor history with lock-free readers.
 //!
 //! One [`Buffer`] retains the last `capacity` revisions of one stream. Any number
-//! of readers read it independently, each with its own cursor (a revision number);
-//! none of them consumes anything, and the writer never waits for any of them. A
-//! reader that falls behind retention is told so with [`ReadError::Gap`], never
-//! silently skipped.
+//! of readers read it independently, each with its own [`Cursor`] (the buffer's
+//! generation and a revision number); none of them consumes anything, and the
+//! writer never waits for any of them. A reader that falls behind retention is
+//! told so with [`ReadError::Gap`], never silently skipped. A [`Reader`] is also
+//! a [`Stream`](futures_core::Stream) of entries and gaps.
 //!
 //! ```
 //! use keybus::broadcast::{Buffer, ReadError};
@@ -15,7 +16,7 @@
 //! assert_eq!(buf.append("running").unwrap(), 2);
 //!
 //! assert_eq!(reader.try_next().unwrap().value, "ready");
-//! assert_eq!(reader.cursor(), 1);
+//! assert_eq!(reader.cursor(), buf.cursor_at(1));
 //! // Pages: everything after revision 0, at most 8 entries.
 //! let page = buf.try_read(0, 8).unwrap();
 //! assert_eq!(page.iter().map(|e| e.revision).collect::<Vec<_>>(), [1, 2]);
@@ -35,14 +36,19 @@
 //!   [`ReadError::Gap`]; otherwise the entries with revision `> r` are readable,
 //!   oldest first, at most `limit` per read. Retaining 101..=132, cursor 100 reads
 //!   all 32 entries and cursor 99 gets `Gap { after: 99, oldest: 101 }`.
-//! - Checks run in this order: `Future`/`Gap`, then entries, then (nothing past
-//!   the cursor) `Closed` if closed, else `Empty` ([`Buffer::try_read`]), a wait
-//!   ([`Buffer::read`]) or `Timeout` ([`Buffer::read_timeout`]).
+//! - Checks run in this order: `Foreign`, `Future`/`Gap`, then entries, then
+//!   (nothing past the cursor) `Closed` if closed, else `Empty`
+//!   ([`Buffer::try_read`]), a wait ([`Buffer::read`]) or `Timeout`
+//!   ([`Buffer::read_timeout`]).
 //! - Every entry is the reader's own clone: no reader can change what another
 //!   sees.
 //! - Snapshot then subscribe loses nothing: [`Buffer::latest`] (or `tail`) then
-//!   [`Buffer::reader_at`] reads every revision published in between, or reports
-//!   `Gap` if it was evicted meanwhile.
+//!   [`Buffer::reader_at`] (with [`Buffer::cursor_at`] of the snapshot's
+//!   revision) reads every revision published in between, or reports `Gap` if it
+//!   was evicted meanwhile.
+//! - A cursor is only meaningful with its generation, and every use checks it:
+//!   a [`Cursor`] of another buffer answers [`ReadError::Foreign`], before any
+//!   other check (see [Cursors](#cursors)).
 //! - `limit == 0` panics in every read form: it would ask for nothing and could
 //!   never make progress.
 //!
@@ -54,7 +60,7 @@
 //! // Snapshot, then subscribe from the snapshot's revision.
 //! let snapshot = buf.latest().unwrap();
 //! buf.append(20).unwrap(); // published in between: not lost
-//! let mut reader = buf.reader_at(snapshot.revision);
+//! let mut reader = buf.reader_at(buf.cursor_at(snapshot.revision));
 //! assert_eq!(reader.try_next().unwrap().value, 20);
 //!
 //! // Unchanged state does not make a new revision.
@@ -86,10 +92,53 @@
 //! // ...cursor 99 lost revision 100.
 //! assert_eq!(buf.validate(99), Err(ReadError::Gap { after: 99, oldest: 101 }));
 //!
-//! let mut reader = buf.reader_at(99);
+//! let mut reader = buf.reader_at(buf.cursor_at(99));
 //! assert_eq!(reader.next(), Err(ReadError::Gap { after: 99, oldest: 101 }));
-//! assert_eq!(reader.cursor(), 100); // reported once, then resume
+//! assert_eq!(reader.cursor().revision(), 100); // reported once, then resume
 //! assert_eq!(reader.next().unwrap().revision, 101);
+//! ```
+//!
+//! # Cursors
+//!
+//! A [`Cursor`] is a buffer's [`generation`](Buffer::generation) and a
+//! revision. Generations differ between any two buffers of one process (both
+//! implementations draw from one counter) and between runs (a random
+//! per-process seed), so a cursor saved from one buffer, or from an earlier run
+//! of the process, answers [`ReadError::Foreign { expected, found }`](ReadError::Foreign)
+//! in every read, in [`Buffer::validate`] and in [`Reader::seek`], instead of
+//! being read as a revision of another history. A [`Reader`] made from a foreign
+//! cursor keeps it and answers `Foreign` until it is moved with
+//! [`Reader::seek`], [`Reader::seek_to_tail`] or [`Reader::seek_to_oldest`].
+//!
+//! The paging reads also accept a bare revision (`u64`, see [`Position`]): it
+//! carries no generation, so nothing can check it. It suits a revision taken
+//! from the same buffer a moment before; anything saved or handed on should be
+//! a `Cursor` (`(u64, u64)` and text conversions are provided).
+//!
+//! ```
+//! use keybus::broadcast::{Buffer, Cursor, ReadError};
+//!
+//! let old = Buffer::new(1024);
+//! for i in 1..=745u64 {
+//!     old.append(i).unwrap();
+//! }
+//! let mut reader = old.reader_at(old.cursor_at(743));
+//! reader.next().unwrap();
+//! let saved: String = reader.cursor().to_string(); // to disk, or over the wire
+//!
+//! // Later, another buffer (or the same code after a restart):
+//! let new = Buffer::new(1024);
+//! for i in 1..=800u64 {
+//!     new.append(i).unwrap();
+//! }
+//! let cursor: Cursor = saved.parse().unwrap();
+//! let foreign = ReadError::Foreign { expected: new.generation(), found: old.generation() };
+//! assert_eq!(new.validate(cursor), Err(foreign));
+//! assert_eq!(new.try_read(cursor, 8), Err(foreign));
+//! let mut resumed = new.reader_at(cursor);
+//! assert_eq!(resumed.try_next(), Err(foreign)); // not Ok(745) from another history
+//! resumed.seek_to_oldest(); // or seek_to_tail(), or seek(a cursor of `new`)
+//! assert_eq!(resumed.try_next().unwrap().revision, 1);
 //! ```
 //!
 //! # Closing
@@ -100,7 +149,8 @@
 //! blocked and async readers are woken. Dropping the last `Buffer` handle closes
 //! the buffer too (nothing can be appended any more), so a `Reader` that outlives
 //! every `Buffer` drains and then gets `Closed`, as with tokio's broadcast; the
-//! ring's memory lives while any `Buffer` or `Reader` does.
+//! ring's memory lives while any `Buffer` or `Reader` does. As a
+//! [`Stream`](futures_core::Stream), a `Reader` ends (`None`) at `Closed`.
 //!
 //! ```
 //! use keybus::broadcast::{AppendError, Buffer, ReadError};
@@ -144,7 +194,8 @@
 //! one if needed. `k` stalled reads thus add at most `k` nodes, however many
 //! appends run meanwhile (tested in `src/broadcast/tests.rs`). Nodes are freed
 //! when the ring is; readers otherwise cost nothing in the buffer (a `Reader` is
-//! a handle and a `u64`). Details: docs/design.md, section Broadcast.
+//! a handle, a cursor and the parking state of its `Stream` form). Details:
+//! docs/design.md, section Broadcast.
 //!
 //! # Performance
 //!
@@ -156,8 +207,9 @@
 //!   and no state is shared with other buffers or the rest of the process. Once
 //!   the ring is full it allocates nothing (`tests/broadcast_alloc.rs`) unless a
 //!   read in progress has pinned the nodes it would recycle.
-//! - `try_read`: one atomic load (tail and close flag), then per entry two stamp loads, a pointer load,
-//!   a pin and an unpin (two read-modify-writes on the node's count, shared only
+//! - `try_read`: a comparison of the cursor's generation (no atomic), one
+//!   atomic load (tail and close flag), then per entry two stamp loads, a
+//!   pointer load, a pin and an unpin (two read-modify-writes on the node's count, shared only
 //!   with readers of the same entry) and one `T::clone`. `latest` is one entry;
 //!   `retained` is up to `capacity` entries. Nothing waits.
 //! - `read`, `next` and their timeout/async forms park only when nothing is past
@@ -184,8 +236,9 @@
 //! suite.
 
 mod cell;
+pub(crate) mod cursor;
 mod pool;
-mod reader;
+pub(crate) mod reader;
 mod ring;
 mod slot;
 mod stamp;
@@ -194,6 +247,7 @@ mod stamp;
 mod tests;
 
 pub use crate::{AppendError, Entry, ReadError};
+pub use cursor::{Cursor, ParseCursorError, Position};
 pub use reader::Reader;
 
 use crate::sync::Arc;
@@ -246,6 +300,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `capacity == 0`.
+    #[must_use]
     pub fn new(capacity: usize) -> Self {
         Buffer {
             ring: Arc::new(Ring::new(capacity)),
@@ -253,6 +308,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// How many revisions the buffer retains.
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.ring.capacity()
     }
@@ -277,37 +333,81 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// The latest revision, 0 before the first append. Never blocks.
+    #[must_use]
     pub fn tail(&self) -> u64 {
         self.ring.tail()
     }
 
     /// Whether reading after `after` would be in range now: `Ok`, or
+    /// [`ReadError::Foreign`] (a [`Cursor`] of another buffer), then
     /// [`ReadError::Gap`] / [`ReadError::Future`]. Never blocks.
-    pub fn validate(&self, after: u64) -> Result<(), ReadError> {
-        self.ring.validate(after)
+    pub fn validate(&self, after: impl Position) -> Result<(), ReadError> {
+        self.ring.validate(self.revision_of(after)?)
+    }
+
+    /// The tail as a cursor of this buffer: what a fresh [`reader`](Self::reader)
+    /// starts at.
+    ///
+    /// ```
+    /// use keybus::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(4);
+    /// buf.append('a').unwrap();
+    /// let here = buf.cursor(); // save it: a later reader_at(here) misses nothing
+    /// buf.append('b').unwrap();
+    /// assert_eq!(buf.reader_at(here).try_next().unwrap().value, 'b');
+    /// assert_eq!((here.generation(), here.revision()), (buf.generation(), 1));
+    /// ```
+    #[must_use]
+    pub fn cursor(&self) -> Cursor {
+        self.cursor_at(self.tail())
+    }
+
+    /// The cursor of this buffer at `revision` (e.g. an entry's revision from
+    /// [`latest`](Self::latest)), for [`reader_at`](Self::reader_at) and
+    /// [`Reader::seek`]. Nothing is checked here; a revision past the tail is
+    /// `Future` when used.
+    ///
+    /// ```
+    /// use keybus::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(4);
+    /// buf.append(1).unwrap();
+    /// let snapshot = buf.latest().unwrap();
+    /// buf.append(2).unwrap();
+    /// let mut reader = buf.reader_at(buf.cursor_at(snapshot.revision));
+    /// assert_eq!(reader.try_next().unwrap().value, 2);
+    /// ```
+    #[must_use]
+    pub fn cursor_at(&self, revision: u64) -> Cursor {
+        Cursor::new(self.generation(), revision)
     }
 
     /// A copy of the latest entry, `None` before the first append. Never blocks.
+    #[must_use]
     pub fn latest(&self) -> Option<Entry<T>> {
         self.ring.latest()
     }
 
     /// A copy of every retained entry, oldest first. Makes no continuity claim:
     /// entries evicted while it copies are left out. Never blocks.
+    #[must_use]
     pub fn retained(&self) -> Vec<Entry<T>> {
         self.ring.retained()
     }
 
-    /// Up to `limit` entries after `after`, oldest first, without waiting.
+    /// Up to `limit` entries after `after` (a [`Cursor`], or a bare revision of
+    /// this buffer: see [`Position`]), oldest first, without waiting.
     ///
-    /// Errors: `Future`, `Gap`, then `Closed` (closed and nothing past `after`) or
+    /// Errors: `Foreign`, then `Future`, `Gap`, then `Closed` (closed and nothing past `after`) or
     /// `Empty` (nothing past `after` yet).
     ///
     /// # Panics
     ///
     /// If `limit == 0`.
-    pub fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+    pub fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         assert_limit(limit);
+        let after = self.revision_of(after)?;
         self.attempt(after, limit).unwrap_or(Err(ReadError::Empty))
     }
 
@@ -317,7 +417,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0`.
-    pub fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+    pub fn read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
         self.wait(after, limit, None)
             .expect("no deadline: never times out")
     }
@@ -332,7 +432,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// If `limit == 0`.
     pub fn read_timeout(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Entry<T>>, ReadError> {
@@ -346,31 +446,41 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     /// # Panics
     ///
     /// If `limit == 0` (when called, not when polled).
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn read_async(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
         assert_limit(limit);
+        // A foreign cursor stays foreign: answered at the first poll.
+        let after = self.revision_of(after);
         let ring: &Ring<T> = &self.ring;
         WaitFuture::armed(
             &ring.notify,
             move || ring.arm_parking(),
-            move || self.attempt(after, limit),
+            move || match after {
+                Ok(after) => self.attempt(after, limit),
+                Err(e) => Some(Err(e)),
+            },
         )
     }
 
     /// A reader whose cursor is the current tail: it sees only revisions appended
     /// from now on.
+    #[must_use]
     pub fn reader(&self) -> Reader<T> {
-        Reader::new(self.ring.clone(), self.tail())
+        Reader::new(self.ring.clone(), self.cursor())
     }
 
-    /// A reader resuming after `after` (a cursor saved from this buffer, or a
-    /// revision from [`latest`](Self::latest) / [`tail`](Self::tail)). Range
-    /// problems are reported by its first read, not here.
-    pub fn reader_at(&self, after: u64) -> Reader<T> {
-        Reader::new(self.ring.clone(), after)
+    /// A reader resuming after `cursor` (saved from a reader of this buffer, or
+    /// made by [`cursor_at`](Self::cursor_at) from a revision of
+    /// [`latest`](Self::latest) / [`tail`](Self::tail)). Problems with it are
+    /// reported by its reads, not here: `Foreign` (another buffer's cursor; the
+    /// reader stays put until a seek) or `Future`, both before `Gap`.
+    #[must_use]
+    pub fn reader_at(&self, cursor: Cursor) -> Reader<T> {
+        Reader::new(self.ring.clone(), cursor)
     }
 
     /// Closes the buffer for appends; idempotent. Readers drain what is retained
@@ -381,25 +491,37 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     }
 
     /// Whether [`close`](Self::close) was called on any handle.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         self.ring.is_closed()
     }
 
     /// An id of this buffer instance, unique within the process (and random across
-    /// processes). Revisions and cursors are only meaningful together with it.
+    /// processes). Revisions are only meaningful together with it: every
+    /// [`Cursor`] carries it, and a cursor with another is `Foreign` here.
+    #[must_use]
     pub fn generation(&self) -> u64 {
         self.ring.generation()
+    }
+
+    /// The revision `after` names in this buffer, or `Foreign`.
+    fn revision_of(&self, after: impl Position) -> Result<u64, ReadError> {
+        after.revision_in(self.generation())
     }
 
     /// Blocks until a read answers or `deadline` passes (`None`): parks only
     /// after arming the ring's parking flag (see `Ring::arm_parking`).
     fn wait(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
         deadline: Option<Instant>,
     ) -> Option<Result<Vec<Entry<T>>, ReadError>> {
         assert_limit(limit);
+        let after = match self.revision_of(after) {
+            Ok(after) => after,
+            Err(e) => return Some(Err(e)),
+        };
         block_armed(
             &self.ring.notify,
             deadline,

@@ -312,6 +312,12 @@ impl<T> Ring<T> {
         self.check(after, self.tail())
     }
 
+    /// The oldest retained revision minus one (`a - 1`; the tail when nothing
+    /// is retained): the cursor that reads everything retained now.
+    pub(super) fn floor(&self) -> u64 {
+        self.tail().saturating_sub(self.capacity)
+    }
+
     /// The oldest retained revision once a reader found a slot overwritten by
     /// revision `by` (committed or being written). Appends are serialized, so
     /// writing `by` began after `by - 1` committed: retention starts at

@@ -205,12 +205,12 @@ fn broadcast_threaded_readers_see_exact_revisions() {
     let buf: Buffer<String> = Buffer::new(2);
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let mut r = buf.reader_at(0);
+            let mut r = buf.reader_at(buf.cursor_at(0));
             thread::spawn(move || loop {
                 match r.next() {
                     Ok(e) => assert_eq!(e.value, e.revision.to_string()),
                     Err(ReadError::Gap { after, oldest }) => assert!(oldest > after + 1),
-                    Err(ReadError::Closed) => return r.cursor(),
+                    Err(ReadError::Closed) => return r.cursor().revision(),
                     Err(e) => panic!("unexpected {e:?}"),
                 }
             })
@@ -252,7 +252,7 @@ fn broadcast_threaded_appenders_and_append_if_changed() {
             })
         })
         .collect();
-    let mut r = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(0));
     let mut last = 0;
     while last < 2 * (ROUNDS / 4) {
         match r.try_next() {

@@ -230,16 +230,17 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
 
     /// Everything pending as of one instant, in first-touch order: the cut's
     /// epoch bump on the queue's tail word is the instant (docs/design.md,
-    /// "The cut is one instant").
-    pub(crate) fn cut(
+    /// "The cut is one instant"). Appended to `out`; returns how many.
+    pub(crate) fn cut_into(
         &mut self,
         rx: &CellRx,
         cells: &Cells<K, V>,
         clock: &AtomicU64,
-    ) -> Vec<Event<K, V>> {
+        out: &mut Vec<Event<K, V>>,
+    ) -> usize {
         if self.let_go || rx.queue.len(&self.head) == 0 {
             // Nothing queued: the empty batch is the instant of that load.
-            return Vec::new();
+            return 0;
         }
         let before = rx.queue.start_cut();
         let epoch = before.epoch();
@@ -253,16 +254,19 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         let mut entries = std::mem::take(&mut self.entries);
         entries.clear();
         rx.queue.drain_into(&mut self.head, before, &mut entries);
-        let batch = cells.take_batch(&entries, rx, epoch);
+        let start = out.len();
+        cells.take_batch_into(&entries, rx, epoch, out);
         self.entries = entries;
-        let sends: u64 = batch.iter().map(|e| e.sends).sum();
+        let sends: u64 = out[start..].iter().map(|e| e.sends).sum();
         if rx.is_closed() {
             // A hard close raced the cut: it falls after the close, which
-            // abandons everything (as `RxCore::cut`).
+            // abandons everything (as `RxCore::cut_into`).
             rx.consumed.dropped(sends);
-            return Vec::new();
+            out.truncate(start);
+            return 0;
         }
-        rx.consumed.took(batch.len() as u64, sends);
+        let batch = out.len() - start;
+        rx.consumed.took(batch as u64, sends);
         batch
     }
 }

@@ -24,7 +24,7 @@
 //!   entry out of slab and table, so a later send finds no entry and appends the
 //!   key afresh at the back. A send that wins merges first and the pop delivers
 //!   the merged value.
-//! - **The cut is one instant.** `cut` bumps the epoch and detaches the shared
+//! - **The cut is one instant.** `cut_into` bumps the epoch and detaches the shared
 //!   list in one queue-lock critical section (O(1): publishers are not held up
 //!   by the size of the backlog). A send reads the epoch under its shard lock and
 //!   merges only into an entry of the *current* epoch; an entry of an older epoch
@@ -33,7 +33,7 @@
 //!   new queue. Every send is therefore wholly before the cut (its effect is in
 //!   the batch: it read the old epoch, and the drain takes the entry under the
 //!   same shard lock after it) or wholly after (it read the new epoch, or its
-//!   ticket landed in the new list). See `cut` for the ordering argument, and for
+//!   ticket landed in the new list). See `cut_into` for the ordering argument, and for
 //!   how a shard whose entries all belong to the cut is handed over whole.
 //! - **Annihilation leaves no residue.** The entry is removed from slab and
 //!   table and its ticket unlinked from the shared list (O(1)); if the ticket
@@ -538,11 +538,16 @@ impl<K, V> RxCore<K, V> {
     /// memset of the control bytes) and then reads the entries its tickets name
     /// with no lock held and no probe. A shard where a send already made an entry
     /// of the new epoch is claimed ticket by ticket, `CLAIM_CHUNK` per lock.
-    pub(crate) fn cut(&self, local: &mut Local) -> Vec<Event<K, V>> {
+    ///
+    /// The batch is appended to `out`; returns how many events it holds. No
+    /// allocation once `out` has room for the batch, unless sends race the cut
+    /// into a shard it cannot take whole (`claim_mixed` then allocates its
+    /// scratch lists).
+    pub(crate) fn cut_into(&self, local: &mut Local, out: &mut Vec<Event<K, V>>) -> usize {
         // Nothing queued anywhere: the empty batch is the instant of this load (a
         // pending value always has its ticket in one of the two lists).
         if local.private.is_empty() && self.queue.queued.load(Ordering::Acquire) == 0 {
-            return Vec::new();
+            return 0;
         }
         let (epoch, spare_seg) = {
             let mut q = self.queue.lock.lock();
@@ -585,10 +590,11 @@ impl<K, V> RxCore<K, V> {
         } = &mut *local;
         let lists = [(private, *private_seg), (spare, spare_seg)];
         let total = lists.iter().map(|(l, _)| l.len()).sum();
-        let mut batch = if mixed.contains(&true) {
-            self.claim_mixed(lists, total, &mut whole, &mixed)
+        let start = out.len();
+        if mixed.contains(&true) {
+            out.extend(self.claim_mixed(lists, total, &mut whole, &mixed));
         } else {
-            let mut batch = Vec::with_capacity(total);
+            out.reserve(total);
             for (list, seg) in lists {
                 list.drain(|t| {
                     let (s, index) = unpack(t.slot);
@@ -596,24 +602,25 @@ impl<K, V> RxCore<K, V> {
                         .as_deref_mut()
                         .and_then(|slab| slab.take_ticket_whole(index, t.index, seg))
                     {
-                        batch.push(event(e));
+                        out.push(event(e));
                     }
                 });
             }
-            batch
-        };
+        }
         self.return_slabs(whole);
-        let sends: u64 = batch.iter().map(|e| e.sends).sum();
+        let batch = out.len() - start;
+        let sends: u64 = out[start..].iter().map(|e| e.sends).sum();
         if self.is_closed() {
             // A hard close raced the drain and may have cleared part of it: the
             // cut then falls after the close, which abandons everything. What
             // the cut had claimed is dropped, like what the close cleared.
             self.consumed.dropped(sends);
-            batch.clear();
+            out.truncate(start);
+            0
         } else {
-            self.consumed.took(batch.len() as u64, sends);
+            self.consumed.took(batch as u64, sends);
+            batch
         }
-        batch
     }
 
     /// A cut's drain when some shards could not be taken whole: tickets of the
@@ -626,7 +633,7 @@ impl<K, V> RxCore<K, V> {
         total: usize,
         whole: &mut [Option<Box<Slab<K, V>>>; SHARDS],
         mixed: &[bool; SHARDS],
-    ) -> Vec<Event<K, V>> {
+    ) -> impl Iterator<Item = Event<K, V>> {
         let mut out: Vec<Option<Event<K, V>>> = Vec::with_capacity(total);
         // (position in `out`, ticket, segment) of each ticket of a mixed shard.
         let mut later: Vec<(usize, Ticket, u32)> = Vec::new();
@@ -656,7 +663,7 @@ impl<K, V> RxCore<K, V> {
                 }
             }
         }
-        out.into_iter().flatten().collect()
+        out.into_iter().flatten()
     }
 
     /// Gives the emptied slabs a cut took whole back to their shards, if no
@@ -723,8 +730,8 @@ where
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        // Acquire pairs with the Release in `cut`. The argument that a cut is one
-        // instant needs only that this load happens under the shard lock: see `cut`.
+        // Acquire pairs with the Release in `cut_into`. The argument that a cut is one
+        // instant needs only that this load happens under the shard lock: see `cut_into`.
         let epoch = self.epoch.load(Ordering::Acquire) as u32;
         // `find` never reserves room for an insert (which could grow a full
         // table), so coalescing never allocates.

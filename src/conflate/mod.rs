@@ -47,6 +47,8 @@
 //!   one count in a slot its thread owns.
 //! - **[`Receiver::try_recv_all`] is one cut**: everything pending as of one
 //!   instant, in queue order, one entry per key.
+//!   [`Receiver::try_recv_all_into`] appends the same cut to a `Vec` of the
+//!   caller's, so a consumer loop can reuse one allocation.
 //!
 //! # State table, snapshot receivers, accounting and bounds
 //!
@@ -219,6 +221,7 @@ where
     V: Clone + Send + 'static,
 {
     /// A hub whose receivers keep the newer value when a pending key is sent again.
+    #[must_use]
     pub fn new() -> Self {
         Hub {
             shared: Arc::new(Shared::new(Merge::NewerWins, false, Tombstones::default())),
@@ -239,6 +242,7 @@ where
     /// tx.send("k", -5).unwrap();
     /// assert!(rx.try_recv().is_err());
     /// ```
+    #[must_use]
     pub fn with_merge<F>(merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -273,6 +277,7 @@ where
     /// let first = dash.try_recv().unwrap();
     /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
     /// ```
+    #[must_use = "a builder does nothing until `build` is called"]
     pub fn builder() -> HubBuilder<K, V> {
         HubBuilder {
             merge: Merge::NewerWins,
@@ -294,6 +299,7 @@ where
     /// # Panics
     /// If called from user code running inside a send of this hub (a merge, a
     /// key filter), which could hold that very shard lock.
+    #[must_use]
     pub fn latest(&self, key: &K) -> Option<V> {
         if !self.shared.retain {
             return None;
@@ -324,6 +330,7 @@ where
     ///
     /// # Panics
     /// If called from user code running inside a send of this hub.
+    #[must_use]
     pub fn snapshot(&self) -> Vec<(K, V)> {
         if !self.shared.retain {
             return Vec::new();
@@ -336,11 +343,13 @@ where
     /// See [`HubStats`]. Never blocks a sender: lock-free loads (the per-thread
     /// stripes that count `sent`, a counter, the state word). Exact once no
     /// send runs.
+    #[must_use]
     pub fn stats(&self) -> HubStats {
         self.shared.stats()
     }
 
     /// A handle to the one send side. Never blocks.
+    #[must_use]
     pub fn sender(&self) -> Sender<K, V> {
         self.shared.acquire_handle();
         Sender {
@@ -350,11 +359,13 @@ where
 
     /// A receiver of every key with the hub's merge. It starts empty. Takes a
     /// registry lock that sends never take.
+    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
     pub fn receiver(&self) -> Receiver<K, V> {
         self.receiver_builder().build()
     }
 
     /// Configures a receiver: a key filter and/or its own merge.
+    #[must_use = "a builder does nothing until `build` is called"]
     pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
         ReceiverBuilder {
             shared: self.shared.clone(),
@@ -451,6 +462,7 @@ where
     }
 
     /// Whether the hard close ([`close_now`](Self::close_now)) was called.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         self.shared.state.load().hub_closed()
     }
@@ -489,6 +501,7 @@ impl<K, V> fmt::Debug for Hub<K, V> {
 
 /// Builds a [`Hub`]: its merge, and whether it keeps a state table. From
 /// [`Hub::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct HubBuilder<K, V> {
     merge: Merge<V>,
     retain: bool,
@@ -504,6 +517,7 @@ where
     /// The hub's merge, as [`Hub::with_merge`]: receivers without their own
     /// use it, and so does the state table. `None` annihilates (and removes the
     /// key from the table). Without it: newer wins.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn merge<F>(self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -525,6 +539,7 @@ where
     /// table also clones the key and takes a first-touch number (one
     /// `fetch_add`). A hub without it pays nothing: the send path tests "no
     /// receiver and no table" with one mask of the state word it loads anyway.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn retain_latest(self) -> Self {
         HubBuilder {
             retain: true,
@@ -567,6 +582,7 @@ where
     /// assert_eq!((removed.key, removed.value), ("web-1", Pod::Gone));
     /// assert!(watcher.try_recv().is_err()); // web-2: nothing
     /// ```
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn tombstones<F>(self, is_tombstone: F) -> Self
     where
         F: Fn(&V) -> bool + Send + Sync + 'static,
@@ -579,6 +595,7 @@ where
 
     /// The hub. Allocates the shared state (and the table's 8 shards with
     /// `retain_latest`); never blocks.
+    #[must_use]
     pub fn build(self) -> Hub<K, V> {
         Hub {
             shared: Arc::new(Shared::new(self.merge, self.retain, self.tombstones)),
@@ -614,6 +631,7 @@ impl<K, V> fmt::Debug for HubBuilder<K, V> {
 /// assert_eq!(disks.len(), 1);
 /// assert_eq!(disks.recv().unwrap().value, 3);
 /// ```
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct ReceiverBuilder<K, V> {
     shared: Arc<Shared<K, V>>,
     config: ReceiverConfig<K, V>,
@@ -626,6 +644,7 @@ where
 {
     /// Takes exactly this key. Compared on the send path; no user code runs.
     /// Replaces an earlier [`key_filter`](Self::key_filter).
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn key(self, key: K) -> Self {
         ReceiverBuilder {
             config: self.config.key(key),
@@ -635,6 +654,7 @@ where
 
     /// Takes the keys for which `keep` returns `true`. Runs on the sending thread
     /// with no lock held. Replaces an earlier [`key`](Self::key).
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn key_filter<F>(self, keep: F) -> Self
     where
         F: Fn(&K) -> bool + Send + Sync + 'static,
@@ -646,6 +666,7 @@ where
     }
 
     /// This receiver's own merge, overriding the hub's for it only.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn merge<F>(self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -706,6 +727,7 @@ where
     /// let e = late.recv().unwrap();
     /// assert_eq!((e.key, e.value, e.sends), ("cpu", 41, 1));
     /// ```
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     #[track_caller]
     pub fn snapshot(self) -> Self {
         if !self.shared.retain {
@@ -743,6 +765,7 @@ where
     /// assert_eq!(rx.len(), 2);
     /// assert_eq!(rx.stats().overflowed, 3);
     /// ```
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     #[track_caller]
     pub fn max_pending(self, n: usize) -> Self {
         ReceiverBuilder {
@@ -758,6 +781,7 @@ where
     /// shares the hub's cells (it keeps no values of its own); any other keeps
     /// its pending values itself. Both behave the same; they cost differently
     /// (see [`Sender::send`]).
+    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
     pub fn build(self) -> Receiver<K, V> {
         let ReceiverConfig {
             filter,

@@ -117,10 +117,11 @@ where
         }
     }
 
-    fn cut(&mut self, shared: &Shared<K, V>) -> Vec<Event<K, V>> {
+    /// A cut appended to `out`; how many events it added.
+    fn cut_into(&mut self, shared: &Shared<K, V>, out: &mut Vec<Event<K, V>>) -> usize {
         match self {
-            Kind::Own(core, local) => core.cut(local),
-            Kind::Cells(rx, local) => local.cut(rx, &shared.cells, &shared.clock),
+            Kind::Own(core, local) => core.cut_into(local, out),
+            Kind::Cells(rx, local) => local.cut_into(rx, &shared.cells, &shared.clock, out),
         }
     }
 
@@ -181,12 +182,14 @@ where
             .ok()
     }
 
-    fn cut(&mut self) -> Option<Vec<Event<K, V>>> {
-        let mut batch = self.kind.cut(self.shared);
-        if let Some(seen) = self.seen.as_mut() {
-            batch = seen.cut(&self.shared.tombstones, batch);
+    /// A cut appended to `out`; how many events it added.
+    fn cut_into(&mut self, out: &mut Vec<Event<K, V>>) -> usize {
+        let start = out.len();
+        let added = self.kind.cut_into(self.shared, out);
+        match self.seen.as_mut() {
+            Some(seen) => seen.cut_into(&self.shared.tombstones, out, start),
+            None => added,
         }
-        Some(batch).filter(|b| !b.is_empty())
     }
 
     fn peek(&mut self) -> Option<Event<K, V>> {
@@ -261,6 +264,7 @@ where
 impl<K, V> Receiver<K, V> {
     /// Whether the next receive would report closed: this receiver or the hub was
     /// closed, or the send side closed and nothing is left to deliver.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         if self.kind.is_closed() {
             return true;
@@ -271,6 +275,7 @@ impl<K, V> Receiver<K, V> {
     }
 
     /// How many keys are pending (0 once closed).
+    #[must_use]
     pub fn len(&self) -> usize {
         if self.kind.is_closed() {
             0
@@ -281,6 +286,7 @@ impl<K, V> Receiver<K, V> {
     }
 
     /// Whether no key is pending.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -383,11 +389,57 @@ where
     /// instant) and then, per shard, for at most 64 takes, not for the size of
     /// the backlog.
     ///
+    /// Allocates the returned `Vec`; [`try_recv_all_into`](Self::try_recv_all_into)
+    /// reuses one.
+    ///
     /// # Errors
     /// As [`try_recv`](Self::try_recv). After a graceful close the last backlog
     /// comes back with `Ok`; only the next call reports closed.
+    #[must_use = "the events are taken off the receiver; dropping the result loses them"]
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        self.try_take(|t| t.cut())
+        let mut batch = Vec::new();
+        self.try_recv_all_into(&mut batch).map(|_| batch)
+    }
+
+    /// [`try_recv_all`](Self::try_recv_all) into a `Vec` of the caller's: the
+    /// batch (everything pending as of one instant, in queue order) is
+    /// appended to `out`, and `Ok` says how many events were appended (at
+    /// least one). On an error `out` is left as it was.
+    ///
+    /// No allocation once `out` has room for the batch (keep one `Vec` and
+    /// `clear` it between calls), except when sends race the cut for keys of a
+    /// shard the cut cannot take whole: the cut then allocates two scratch
+    /// lists for that shard's claims.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver();
+    /// let mut batch = Vec::with_capacity(64);
+    /// for round in 0..3 {
+    ///     tx.send("a", round).unwrap();
+    ///     tx.send("b", round).unwrap();
+    ///     batch.clear();
+    ///     assert_eq!(rx.try_recv_all_into(&mut batch), Ok(2));
+    ///     assert_eq!(batch[1].key, "b");
+    /// }
+    /// assert!(rx.try_recv_all_into(&mut batch).is_err()); // empty: `batch` kept
+    /// assert_eq!(batch.len(), 2);
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_recv_all`](Self::try_recv_all).
+    pub fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
+        let mut appending = Appending {
+            start: out.len(),
+            out,
+            done: false,
+        };
+        let taken = self.try_take(|t| Some(t.cut_into(appending.out)).filter(|&n| n > 0));
+        appending.done = true;
+        taken
     }
 
     /// A copy of the oldest pending event, left in place: what `try_recv` would
@@ -402,6 +454,7 @@ where
 
     /// An async [`recv`](Self::recv), for any executor. Dropping the future before
     /// it completes consumes nothing.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn recv_async(
         &mut self,
     ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
@@ -419,11 +472,13 @@ where
     }
 
     /// A blocking iterator over events; it ends when the receiver is closed.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn iter(&mut self) -> Iter<'_, K, V> {
         Iter { rx: self }
     }
 
     /// A non-blocking iterator over what is pending; it ends at empty or closed.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn try_iter(&mut self) -> TryIter<'_, K, V> {
         TryIter { rx: self }
     }
@@ -461,6 +516,7 @@ where
     /// let s = rx.stats();
     /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
     /// ```
+    #[must_use]
     pub fn stats(&self) -> ReceiverStats {
         match &self.kind {
             Kind::Own(core, _) => core.stats(),
@@ -501,6 +557,26 @@ where
             Kind::Cells(rx, _) => Target::Cells(rx.clone()),
         };
         ReceiverWatch::new(self.shared.clone(), target)
+    }
+}
+
+/// The caller's `Vec` while a cut appends to it. A cut can unwind half-way (a
+/// `V: Clone` of a value the hub's table or another receiver still holds);
+/// then what it had appended is dropped here, so the caller never finds part
+/// of a batch in `out` (the baseline, which only moves values, cannot unwind
+/// there). `done` rather than `thread::panicking()`: a cut that returns
+/// normally while some outer panic unwinds keeps its batch.
+struct Appending<'a, T> {
+    out: &'a mut Vec<T>,
+    start: usize,
+    done: bool,
+}
+
+impl<T> Drop for Appending<'_, T> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.out.truncate(self.start);
+        }
     }
 }
 

@@ -1,22 +1,28 @@
-//! The per-key handles `metrics` asks a recorder for, and the map that keeps one
-//! handle per key and kind.
+//! The per-key handles `metrics` asks a recorder for, the registry that keeps one
+//! handle per key and kind (`metrics_util::registry::Registry`, with a storage
+//! that makes keybus handles), and the bound on how many it admits.
 //!
-//! No atomic protocol of its own: plain `std` read-write locks around hash tables,
-//! and the conflate [`Sender`] for the updates. Nothing here runs under the model
-//! checkers (the `metrics` feature is not built with them).
+//! No atomic protocol of its own: the registry's `std` read-write locks, one mutex
+//! for admitting new metrics under a bound, two statistics counters, and the
+//! conflate [`Sender`] for the updates. Nothing here runs under the model checkers
+//! (the `metrics` feature is not built with them).
 
-use super::update::{CounterUpdate, GaugeUpdate, Summary, Update};
+use super::summary::Summary;
+use super::update::{CounterUpdate, GaugeUpdate, Update};
+use super::Kind;
 use crate::conflate::Sender;
-use hashbrown::HashTable;
 use metrics::{CounterFn, GaugeFn, HistogramFn, Key};
-use std::sync::{Arc, PoisonError, RwLock};
+use metrics_util::registry::{Registry, Storage};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// What `register_counter`, `register_gauge` and `register_histogram` hand out
 /// (one type serves the three kinds; each `metrics` wrapper calls only its own
 /// trait). It owns everything an update needs, so an update is one send: the key
 /// is cloned (retained at registration, so that clone copies no string and
 /// allocates nothing: static parts are copied, owned parts are reference counted)
-/// and the value is a `Copy` type.
+/// and the value needs no allocation (a histogram sample is a [`Summary`] without a
+/// sketch).
 pub(crate) struct Handle {
     key: Key,
     tx: Sender<Key, Update>,
@@ -73,71 +79,191 @@ impl HistogramFn for Handle {
     }
 }
 
-/// Shards per map: registration through the macros looks a handle up on every
-/// call, so readers of different keys should not share one lock word.
-const SHARDS: usize = 16;
-
-/// One shard of a [`HandleMap`]: the handles whose key hashes to it.
-type Shard = RwLock<HashTable<(Key, Arc<Handle>)>>;
-
-/// One handle per key, for one kind. Handles live as long as the recorder (the
-/// key set bounds them), like the registries of `metrics` exporters.
-pub(crate) struct HandleMap {
-    shards: [Shard; SHARDS],
+/// The registry's storage: what it calls, under the shard's write lock, once per
+/// new key and kind. The handle keeps the key retained (see [`Handle`]); the
+/// registry's own copy of the key is only its map key.
+pub(crate) struct HandleStorage {
+    tx: Sender<Key, Update>,
 }
 
-impl HandleMap {
-    pub(crate) fn new() -> Self {
-        HandleMap {
-            shards: std::array::from_fn(|_| RwLock::new(HashTable::new())),
+impl HandleStorage {
+    fn handle(&self, key: &Key) -> Arc<Handle> {
+        Arc::new(Handle {
+            key: key.to_retained(),
+            tx: self.tx.clone(),
+        })
+    }
+}
+
+impl Storage<Key> for HandleStorage {
+    type Counter = Arc<Handle>;
+    type Gauge = Arc<Handle>;
+    type Histogram = Arc<Handle>;
+
+    fn counter(&self, key: &Key) -> Arc<Handle> {
+        self.handle(key)
+    }
+
+    fn gauge(&self, key: &Key) -> Arc<Handle> {
+        self.handle(key)
+    }
+
+    fn histogram(&self, key: &Key) -> Arc<Handle> {
+        self.handle(key)
+    }
+}
+
+/// The handle every refused metric gets ([`RecorderBuilder::max_keys`](super::RecorderBuilder::max_keys)):
+/// its updates go nowhere and are counted.
+pub(crate) struct RefusedSink {
+    /// Registrations refused (a macro call registers on every call).
+    registrations: AtomicU64,
+    /// Updates made through refused handles, all kinds.
+    updates: AtomicU64,
+}
+
+impl RefusedSink {
+    // Relaxed throughout: two statistics, read on their own; no other memory is
+    // published through them.
+    fn update(&self) {
+        self.updates.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl CounterFn for RefusedSink {
+    fn increment(&self, _: u64) {
+        self.update();
+    }
+
+    fn absolute(&self, _: u64) {
+        self.update();
+    }
+}
+
+impl GaugeFn for RefusedSink {
+    fn increment(&self, _: f64) {
+        self.update();
+    }
+
+    fn decrement(&self, _: f64) {
+        self.update();
+    }
+
+    fn set(&self, _: f64) {
+        self.update();
+    }
+}
+
+impl HistogramFn for RefusedSink {
+    fn record(&self, _: f64) {
+        self.update();
+    }
+
+    fn record_many(&self, _: f64, count: usize) {
+        if count > 0 {
+            self.update();
+        }
+    }
+}
+
+/// What a registration hands back.
+pub(crate) enum Registered {
+    /// The metric's own handle.
+    Admitted(Arc<Handle>),
+    /// The metric is past the bound.
+    Refused(Arc<RefusedSink>),
+}
+
+/// One handle per key and kind, for the life of the recorder (the key set, or
+/// the bound, limits them), like the registries of `metrics` exporters: the same
+/// `metrics_util` registry they use, so a lookup costs what theirs does (a shared
+/// lock on one shard, a key comparison, an `Arc` clone, no allocation).
+pub(crate) struct Handles {
+    registry: Registry<Key, HandleStorage>,
+    /// With a bound: how many metrics were admitted. Every metric created under a
+    /// bound is created with this lock held, so the count is exact and a new
+    /// metric is refused only when `max` are registered. New metrics are rare
+    /// (once per key and kind), so one lock for them all costs nothing on the
+    /// update path.
+    bound: Option<(usize, Mutex<usize>)>,
+    refused: Arc<RefusedSink>,
+}
+
+impl Handles {
+    pub(crate) fn new(tx: Sender<Key, Update>, max_keys: Option<usize>) -> Self {
+        Handles {
+            registry: Registry::new(HandleStorage { tx }),
+            bound: max_keys.map(|max| (max, Mutex::new(0))),
+            refused: Arc::new(RefusedSink {
+                registrations: AtomicU64::new(0),
+                updates: AtomicU64::new(0),
+            }),
         }
     }
 
-    /// The handle of `key`, made on first use. The common case (the key is known)
-    /// takes a shared lock on one shard, compares keys and clones an `Arc`: it
-    /// allocates nothing. `Key`'s hash is computed once, when the key is built
-    /// (at compile time for the macros' static keys), and used as is here.
+    /// The handle of `key` as a `kind`, made on first use if the bound allows.
+    /// `Key`'s hash is computed once, when the key is built (at compile time for
+    /// the macros' static keys), and used as is by the registry.
     #[inline]
-    pub(crate) fn get_or_insert(&self, key: &Key, tx: &Sender<Key, Update>) -> Arc<Handle> {
-        let hash = key.get_hash();
-        // The table indexes with the low bits and tags with the top seven: shard
-        // on bits in between.
-        let shard = &self.shards[(hash >> 32) as usize % SHARDS];
-        {
-            let table = shard.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, h)) = table.find(hash, |(k, _)| k == key) {
-                return h.clone();
-            }
+    pub(crate) fn register(&self, kind: Kind, key: &Key) -> Registered {
+        let Some((max, admitted)) = &self.bound else {
+            return Registered::Admitted(self.get_or_create(kind, key));
+        };
+        if let Some(handle) = self.get(kind, key) {
+            return Registered::Admitted(handle);
         }
-        self.insert_slow(shard, hash, key, tx)
+        self.admit(kind, key, *max, admitted)
     }
 
     #[cold]
-    fn insert_slow(
-        &self,
-        shard: &Shard,
-        hash: u64,
-        key: &Key,
-        tx: &Sender<Key, Update>,
-    ) -> Arc<Handle> {
-        let mut table = shard.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, h)) = table.find(hash, |(k, _)| k == key) {
-            return h.clone();
+    fn admit(&self, kind: Kind, key: &Key, max: usize, admitted: &Mutex<usize>) -> Registered {
+        let mut admitted = admitted.lock().unwrap_or_else(PoisonError::into_inner);
+        // Made by another thread since the lookup above.
+        if let Some(handle) = self.get(kind, key) {
+            return Registered::Admitted(handle);
         }
-        let key = key.to_retained();
-        let handle = Arc::new(Handle {
-            key: key.clone(),
-            tx: tx.clone(),
-        });
-        table.insert_unique(hash, (key, handle.clone()), |(k, _)| k.get_hash());
-        handle
+        if *admitted >= max {
+            drop(admitted);
+            self.refused.registrations.fetch_add(1, Ordering::Relaxed);
+            return Registered::Refused(self.refused.clone());
+        }
+        *admitted += 1;
+        Registered::Admitted(self.get_or_create(kind, key))
     }
 
-    /// Handles made so far.
+    fn get(&self, kind: Kind, key: &Key) -> Option<Arc<Handle>> {
+        match kind {
+            Kind::Counter => self.registry.get_counter(key),
+            Kind::Gauge => self.registry.get_gauge(key),
+            Kind::Histogram => self.registry.get_histogram(key),
+        }
+    }
+
+    #[inline]
+    fn get_or_create(&self, kind: Kind, key: &Key) -> Arc<Handle> {
+        match kind {
+            Kind::Counter => self.registry.get_or_create_counter(key, Arc::clone),
+            Kind::Gauge => self.registry.get_or_create_gauge(key, Arc::clone),
+            Kind::Histogram => self.registry.get_or_create_histogram(key, Arc::clone),
+        }
+    }
+
+    /// Metrics registered so far, all kinds together.
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
+        let mut n = 0;
+        self.registry.visit_counters(|_, _| n += 1);
+        self.registry.visit_gauges(|_, _| n += 1);
+        self.registry.visit_histograms(|_, _| n += 1);
+        n
+    }
+
+    /// Registrations refused by the bound.
+    pub(crate) fn refused_registrations(&self) -> u64 {
+        self.refused.registrations.load(Ordering::Relaxed)
+    }
+
+    /// Updates made through refused handles.
+    pub(crate) fn refused_updates(&self) -> u64 {
+        self.refused.updates.load(Ordering::Relaxed)
     }
 }

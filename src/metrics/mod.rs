@@ -41,7 +41,10 @@
 //!   holding the total `t` applies `max(t + increment, absolute)`.
 //! - **Gauges** ([`GaugeUpdate`]): increments, decrements and sets apply in order;
 //!   a set followed by anything folds into one set.
-//! - **Histograms** ([`Summary`]): samples fold into count, sum, min and max.
+//! - **Histograms** ([`Summary`]): samples fold into count, sum, min and max
+//!   (exact), and a DDSketch (`metrics_util`'s mergeable `Summary`) that answers
+//!   [`quantile(q)`](Summary::quantile) (p50, p90, p99) within
+//!   [`QUANTILE_RELATIVE_ERROR`] (1 %) of the true value.
 //!
 //! Folding is associative and is the same function a consumer uses to keep its
 //! own running state ([`Update::merge`], or [`Totals`] which does it per key), so
@@ -116,36 +119,59 @@
 //! assert!(dashboard.try_recv().is_err());
 //! ```
 //!
+//! # Bounding the metric set
+//!
+//! Every key (name and labels) is a metric the recorder keeps a handle for, and a
+//! pending slot or a state-table entry wherever it goes, so labels of unbounded
+//! cardinality (user ids, request paths) grow all of them.
+//! [`RecorderBuilder::max_keys`] fixes a bound when the recorder is built: past
+//! it, a new metric is refused, its updates are dropped and counted
+//! ([`KeybusRecorder::refused_registrations`],
+//! [`KeybusRecorder::refused_updates`]; export them to see the loss), and the
+//! metrics already admitted are unaffected. Keys do not expire: a metric, once
+//! admitted, is kept for the life of the recorder, as in the registries of the
+//! usual exporters without an idle timeout.
+//!
 //! # Cost
 //!
 //! `metrics` asks the recorder for a handle on every macro call
 //! (`counter!(..)` is `register_counter`), so the recorder keeps one handle per key
-//! and kind: a shared lock on one of 16 shards, a key comparison and an `Arc`
-//! clone, no allocation. The handle owns the metric's key (made retained at
+//! and kind, in `metrics_util`'s `Registry` (the one its exporters use): a shared
+//! lock on one shard, a key comparison and an `Arc` clone, no allocation. With
+//! [`max_keys`](RecorderBuilder::max_keys), only a metric's first registration
+//! takes the admission lock. The handle owns the metric's key (made retained at
 //! registration, so cloning it copies no string and allocates nothing) and a
 //! conflate [`Sender`], so an update is exactly one send:
 //! one atomic load when no consumer exists; otherwise, per consumer, one shard lock
-//! and a fold, allocating nothing when the key is already pending there. Handles
+//! and a fold, allocating nothing when the key is already pending there (a
+//! histogram sample folds into the pending summary's sketch: a logarithm and a
+//! bin increment, allocating only for a bin outside the range it has). Handles
 //! kept out of a loop (`let c = counter!("x"); c.increment(1)`) skip the lookup.
 //! (A macro call whose labels are computed at run time builds, and allocates, its
 //! `Key` before any recorder sees it; keep such handles out of hot loops.)
 //!
 //! Per receiver an update costs a conflate send (a shard lock and a fold of the
-//! 40-byte [`Update`]); a counting-only exporter (one `AtomicU64` per key) delivers
-//! to nobody. The measured cost against that floor (`benches/benches/metrics.rs`,
-//! `bench-report --only metrics`) is in `docs/performance.md`.
+//! 48-byte [`Update`]); a counting-only exporter (one `AtomicU64` per key) delivers
+//! to nobody. Measured (`bench-report --only metrics`, a kept handle's
+//! `increment(1)`, on a loaded 2-core machine): 145–249 ns with two receivers,
+//! 10–26 ns with none, against 1.7–2.8 ns for that floor; a histogram sample
+//! with two receivers 303–330 ns (the sketch fold). The figures, and why
+//! counters got slower when the value stopped being `Copy`, are in
+//! `docs/performance.md`.
 //!
 //! The call site's metadata (level, target, module) is not used; filter on it
 //! with `metrics-util` layers if needed. Descriptions and units given with
 //! `describe_*!` are kept and listed by [`KeybusRecorder::descriptions`].
 
 mod handles;
+mod summary;
 mod update;
 
-pub use update::{CounterUpdate, GaugeUpdate, Summary, Totals, Update};
+pub use summary::{Summary, QUANTILE_RELATIVE_ERROR, SKETCH_MAX_BINS};
+pub use update::{CounterUpdate, GaugeUpdate, Totals, Update};
 
 use crate::conflate::{Hub, Receiver, ReceiverBuilder, Sender};
-use handles::HandleMap;
+use handles::{Handles, Registered};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use std::collections::HashMap;
 use std::fmt;
@@ -193,26 +219,66 @@ pub struct KeybusRecorder {
 struct Inner {
     hub: Hub<Key, Update>,
     tx: Sender<Key, Update>,
-    counters: HandleMap,
-    gauges: HandleMap,
-    histograms: HandleMap,
+    handles: Handles,
     descriptions: Mutex<Descriptions>,
     retain_latest: bool,
+    max_keys: Option<usize>,
 }
 
 /// Configures a [`KeybusRecorder`]; from [`KeybusRecorder::builder`].
 #[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct RecorderBuilder {
     retain_latest: bool,
+    max_keys: Option<usize>,
 }
 
 impl RecorderBuilder {
     /// Keeps every metric's folded value since the start (the hub's state
     /// table), so that [`KeybusRecorder::snapshot_receiver`] can hand a late
     /// consumer the whole current state. Costs one table entry per metric.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn retain_latest(self) -> Self {
         RecorderBuilder {
             retain_latest: true,
+            ..self
+        }
+    }
+
+    /// Admits at most `n` metrics (a key counts once per kind it is registered
+    /// as), so that label cardinality cannot grow the recorder, the hub's state
+    /// table or a receiver's pending set without bound.
+    ///
+    /// The first `n` metrics registered are admitted and kept for the life of the
+    /// recorder. A registration of any other metric once `n` are admitted is
+    /// refused: the handle it gets drops its updates, and the recorder counts
+    /// both ([`refused_registrations`](KeybusRecorder::refused_registrations),
+    /// [`refused_updates`](KeybusRecorder::refused_updates)), so a loss is never
+    /// silent. Metrics already admitted are unaffected. `n == 0` refuses every
+    /// metric. The count is exact under concurrent registration: new metrics are
+    /// admitted under one lock (their first registration only; known metrics are
+    /// looked up without it).
+    ///
+    /// ```
+    /// use keybus::metrics::KeybusRecorder;
+    ///
+    /// let recorder = KeybusRecorder::builder().max_keys(2).build();
+    /// let mut rx = recorder.receiver();
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     for user in ["ann", "bob", "cy", "di"] {
+    ///         metrics::counter!("logins", "user" => user).increment(1);
+    ///     }
+    ///     metrics::counter!("logins", "user" => "ann").increment(1); // admitted
+    /// });
+    /// assert_eq!(rx.try_recv_all().unwrap().len(), 2); // ann, bob
+    /// assert_eq!(recorder.registered(), 2);
+    /// assert_eq!(recorder.refused_registrations(), 2); // cy, di
+    /// assert_eq!(recorder.refused_updates(), 2);
+    /// ```
+    pub fn max_keys(self, n: usize) -> Self {
+        RecorderBuilder {
+            max_keys: Some(n),
+            ..self
         }
     }
 
@@ -220,15 +286,15 @@ impl RecorderBuilder {
     pub fn build(self) -> KeybusRecorder {
         let hub = state_table::new_hub(self.retain_latest);
         let tx = hub.sender();
+        let handles = Handles::new(tx.clone(), self.max_keys);
         KeybusRecorder {
             inner: Arc::new(Inner {
                 hub,
                 tx,
-                counters: HandleMap::new(),
-                gauges: HandleMap::new(),
-                histograms: HandleMap::new(),
+                handles,
                 descriptions: Mutex::new(HashMap::new()),
                 retain_latest: self.retain_latest,
+                max_keys: self.max_keys,
             }),
         }
     }
@@ -281,9 +347,31 @@ impl KeybusRecorder {
         self.inner.retain_latest
     }
 
-    /// Metrics registered so far (handles kept), all kinds together.
+    /// Metrics registered so far (handles kept), all kinds together; at most
+    /// [`max_keys`](Self::max_keys).
     pub fn registered(&self) -> usize {
-        self.inner.counters.len() + self.inner.gauges.len() + self.inner.histograms.len()
+        self.inner.handles.len()
+    }
+
+    /// The bound set with [`RecorderBuilder::max_keys`], if any.
+    pub fn max_keys(&self) -> Option<usize> {
+        self.inner.max_keys
+    }
+
+    /// How many registrations the [`max_keys`](RecorderBuilder::max_keys) bound
+    /// refused. Each call of a macro on a refused metric registers it again, so
+    /// this counts calls, not distinct metrics (keeping those would be the growth
+    /// the bound prevents).
+    pub fn refused_registrations(&self) -> u64 {
+        self.inner.handles.refused_registrations()
+    }
+
+    /// How many updates were dropped because their metric was refused by the
+    /// [`max_keys`](RecorderBuilder::max_keys) bound: every `increment`,
+    /// `absolute`, `set`, `record` and `record_many` call on a refused handle,
+    /// whether made through a macro or a kept handle.
+    pub fn refused_updates(&self) -> u64 {
+        self.inner.handles.refused_updates()
     }
 
     /// Every description given with `describe_*!`, sorted by kind and name. A
@@ -328,6 +416,7 @@ impl fmt::Debug for KeybusRecorder {
             .field("hub", &self.inner.hub)
             .field("registered", &self.registered())
             .field("retain_latest", &self.inner.retain_latest)
+            .field("max_keys", &self.inner.max_keys)
             .finish()
     }
 }
@@ -347,17 +436,26 @@ impl metrics::Recorder for KeybusRecorder {
 
     #[inline]
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        Counter::from_arc(self.inner.counters.get_or_insert(key, &self.inner.tx))
+        match self.inner.handles.register(Kind::Counter, key) {
+            Registered::Admitted(h) => Counter::from_arc(h),
+            Registered::Refused(sink) => Counter::from_arc(sink),
+        }
     }
 
     #[inline]
     fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
-        Gauge::from_arc(self.inner.gauges.get_or_insert(key, &self.inner.tx))
+        match self.inner.handles.register(Kind::Gauge, key) {
+            Registered::Admitted(h) => Gauge::from_arc(h),
+            Registered::Refused(sink) => Gauge::from_arc(sink),
+        }
     }
 
     #[inline]
     fn register_histogram(&self, key: &Key, _metadata: &Metadata<'_>) -> Histogram {
-        Histogram::from_arc(self.inner.histograms.get_or_insert(key, &self.inner.tx))
+        match self.inner.handles.register(Kind::Histogram, key) {
+            Registered::Admitted(h) => Histogram::from_arc(h),
+            Registered::Refused(sink) => Histogram::from_arc(sink),
+        }
     }
 }
 

@@ -21,10 +21,12 @@
 //! `broadcast_ops::BroadcastImpl` is a different adapter: one value type (`u8`),
 //! with polled-once async forms, for the lockstep runners and the fuzz targets.
 
+use futures::Stream;
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+pub use keybus::broadcast::{Cursor, Position};
 pub use keybus::{AppendError, Entry, ReadError};
 
 /// What a buffer can hold (the bounds of both implementations' methods).
@@ -62,32 +64,36 @@ pub trait BufferApi<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
     /// `Buffer::tail`.
     fn tail(&self) -> u64;
     /// `Buffer::validate`.
-    fn validate(&self, after: u64) -> Result<(), ReadError>;
+    fn validate(&self, after: impl Position) -> Result<(), ReadError>;
+    /// `Buffer::cursor`.
+    fn cursor(&self) -> Cursor;
+    /// `Buffer::cursor_at`.
+    fn cursor_at(&self, revision: u64) -> Cursor;
     /// `Buffer::latest`.
     fn latest(&self) -> Option<Entry<T>>;
     /// `Buffer::retained`.
     fn retained(&self) -> Vec<Entry<T>>;
     /// `Buffer::try_read`.
-    fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
     /// `Buffer::read`.
-    fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    fn read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
     /// `Buffer::read_timeout`.
     fn read_timeout(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
         timeout: Duration,
     ) -> Result<Vec<Entry<T>>, ReadError>;
     /// `Buffer::read_async`.
     fn read_async(
         &self,
-        after: u64,
+        after: impl Position,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_;
     /// `Buffer::reader`.
     fn reader(&self) -> Self::Reader;
     /// `Buffer::reader_at`.
-    fn reader_at(&self, after: u64) -> Self::Reader;
+    fn reader_at(&self, cursor: Cursor) -> Self::Reader;
     /// `Buffer::close`.
     fn close(&self);
     /// `Buffer::is_closed`.
@@ -96,10 +102,18 @@ pub trait BufferApi<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
     fn generation(&self) -> u64;
 }
 
-/// `Reader<T>`: the methods of `keybus::broadcast::Reader`.
-pub trait ReaderApi<T: Value>: fmt::Debug + Send + 'static {
+/// `Reader<T>`: the methods of `keybus::broadcast::Reader`, and its `Stream`.
+pub trait ReaderApi<T: Value>:
+    Stream<Item = Result<Entry<T>, ReadError>> + Unpin + fmt::Debug + Send + 'static
+{
     /// `Reader::cursor`.
-    fn cursor(&self) -> u64;
+    fn cursor(&self) -> Cursor;
+    /// `Reader::seek`.
+    fn seek(&mut self, cursor: Cursor) -> Result<(), ReadError>;
+    /// `Reader::seek_to_tail`.
+    fn seek_to_tail(&mut self);
+    /// `Reader::seek_to_oldest`.
+    fn seek_to_oldest(&mut self);
     /// `Reader::next`.
     fn next(&mut self) -> Result<Entry<T>, ReadError>;
     /// `Reader::try_next`.
@@ -146,8 +160,14 @@ macro_rules! broadcast_api {
             fn tail(&self) -> u64 {
                 Self::tail(self)
             }
-            fn validate(&self, after: u64) -> Result<(), ReadError> {
+            fn validate(&self, after: impl Position) -> Result<(), ReadError> {
                 Self::validate(self, after)
+            }
+            fn cursor(&self) -> Cursor {
+                Self::cursor(self)
+            }
+            fn cursor_at(&self, revision: u64) -> Cursor {
+                Self::cursor_at(self, revision)
             }
             fn latest(&self) -> Option<Entry<T>> {
                 Self::latest(self)
@@ -155,15 +175,15 @@ macro_rules! broadcast_api {
             fn retained(&self) -> Vec<Entry<T>> {
                 Self::retained(self)
             }
-            fn try_read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+            fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
                 Self::try_read(self, after, limit)
             }
-            fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+            fn read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
                 Self::read(self, after, limit)
             }
             fn read_timeout(
                 &self,
-                after: u64,
+                after: impl Position,
                 limit: usize,
                 timeout: Duration,
             ) -> Result<Vec<Entry<T>>, ReadError> {
@@ -171,7 +191,7 @@ macro_rules! broadcast_api {
             }
             fn read_async(
                 &self,
-                after: u64,
+                after: impl Position,
                 limit: usize,
             ) -> impl Future<Output = Result<Vec<Entry<T>>, ReadError>> + Send + '_ {
                 Self::read_async(self, after, limit)
@@ -179,8 +199,8 @@ macro_rules! broadcast_api {
             fn reader(&self) -> Self::Reader {
                 Self::reader(self)
             }
-            fn reader_at(&self, after: u64) -> Self::Reader {
-                Self::reader_at(self, after)
+            fn reader_at(&self, cursor: Cursor) -> Self::Reader {
+                Self::reader_at(self, cursor)
             }
             fn close(&self) {
                 Self::close(self)
@@ -194,8 +214,17 @@ macro_rules! broadcast_api {
         }
 
         impl<T: Value> ReaderApi<T> for $($m)::+::Reader<T> {
-            fn cursor(&self) -> u64 {
+            fn cursor(&self) -> Cursor {
                 Self::cursor(self)
+            }
+            fn seek(&mut self, cursor: Cursor) -> Result<(), ReadError> {
+                Self::seek(self, cursor)
+            }
+            fn seek_to_tail(&mut self) {
+                Self::seek_to_tail(self)
+            }
+            fn seek_to_oldest(&mut self) {
+                Self::seek_to_oldest(self)
             }
             fn next(&mut self) -> Result<Entry<T>, ReadError> {
                 Self::next(self)

@@ -259,6 +259,7 @@ pub enum Op {
     Restart {
         hub_merge: Option<MergeFn>,
         retain: bool,
+        tombstones: bool,
         receiver: RxSpec,
     },
 }
@@ -270,6 +271,15 @@ pub struct HubSetup {
     pub hub_merge: Option<MergeFn>,
     /// Whether it keeps a state table (`Hub::builder().retain_latest()`).
     pub retain: bool,
+    /// Whether negative values remove their key
+    /// (`Hub::builder().tombstones(is_tombstone)`, see [`is_tombstone`]).
+    pub tombstones: bool,
+}
+
+/// The tombstone test of a hub built with `tombstones`: a negative number.
+/// Values are drawn from `-2..=8`, so removals come up often.
+pub fn is_tombstone(v: &V) -> bool {
+    v.n < 0
 }
 
 /// A whole sequence: the hub's setup and the ops.
@@ -380,6 +390,7 @@ impl Op {
             22 => Op::Restart {
                 hub_merge: gen_merge(src),
                 retain: src.below(2) == 0,
+                tombstones: src.below(2) == 0,
                 receiver: gen_rx_spec(src),
             },
             23 => Op::RecvAsyncOnce { rx: slot(src) },
@@ -402,6 +413,7 @@ impl Scenario {
         let setup = HubSetup {
             hub_merge: gen_merge(src),
             retain: src.below(2) == 0,
+            tombstones: src.below(2) == 0,
         };
         let first = (0..=src.below(3))
             .map(|_| Op::NewReceiver(gen_rx_spec(src)))

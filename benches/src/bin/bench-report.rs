@@ -1130,7 +1130,7 @@ fn metrics_scenarios(scale: u64) -> Vec<Scenario> {
                         .not_comparable((role == Role::Peer).then_some("stores nothing"))
                 })
                 .collect();
-            Scenario::new(format!("metrics/counter_{}", path.name()), n, entries)
+            Scenario::new(format!("metrics/{}", path.name()), n, entries)
         })
         .collect()
 }

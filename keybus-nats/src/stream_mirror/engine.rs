@@ -170,7 +170,7 @@ where
         inbox: &mut mpsc::Receiver<Request>,
         s: &mut Session,
     ) -> Outcome {
-        let mut reader = self.buffer.reader_at(start);
+        let mut reader = self.buffer.reader_at(self.buffer.cursor_at(start));
         let mut acks: FuturesUnordered<Ack> = FuturesUnordered::new();
         let mut failed = false;
         let mut closed = false;
@@ -214,7 +214,10 @@ where
             if failed && acks.is_empty() {
                 return Outcome::Resync;
             }
-            if acks.is_empty() && gap.is_none() && !failed && reader.cursor() >= self.buffer.tail()
+            if acks.is_empty()
+                && gap.is_none()
+                && !failed
+                && reader.cursor().revision() >= self.buffer.tail()
             {
                 for w in s.waiters.drain(..) {
                     let _ = w.send(());

@@ -52,6 +52,7 @@ where
 {
     /// A hub whose receivers coalesce "newer wins": a send for a pending key
     /// replaces the pending value. Allocates the shared state; never blocks.
+    #[must_use]
     pub fn new() -> Self {
         Self::from_merge(Merge::NewerWins)
     }
@@ -64,6 +65,7 @@ where
     /// `merge` runs under the hub mutex on the send path: it must not call back
     /// into this bus (that would deadlock) and should be short. Allocates the
     /// shared state; never blocks.
+    #[must_use]
     pub fn with_merge<F>(merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -104,6 +106,7 @@ where
     /// let first = dash.try_recv().unwrap();
     /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
     /// ```
+    #[must_use = "a builder does nothing until `build` is called"]
     pub fn builder() -> HubBuilder<K, V> {
         HubBuilder {
             merge: Merge::NewerWins,
@@ -120,6 +123,7 @@ where
     ///
     /// Takes the hub mutex once (none without a table); one hash, one lookup,
     /// one clone of the value.
+    #[must_use]
     pub fn latest(&self, key: &K) -> Option<V> {
         self.side.shared.latest(key)
     }
@@ -142,12 +146,14 @@ where
     /// tx.send("b", 3).unwrap(); // keeps its place
     /// assert_eq!(hub.snapshot(), vec![("b", 3), ("a", 2)]);
     /// ```
+    #[must_use]
     pub fn snapshot(&self) -> Vec<(K, V)> {
         self.side.shared.snapshot()
     }
 
     /// A handle to the send side (the same one on every call). One reference
     /// count; never blocks.
+    #[must_use]
     pub fn sender(&self) -> Sender<K, V> {
         Sender {
             side: self.side.clone(),
@@ -157,12 +163,14 @@ where
     /// A receiver for every key with the hub's merge. It starts empty: it sees
     /// only sends that happen after this call returns. Born closed if the send
     /// side is already closed. Takes the hub mutex once.
+    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
     pub fn receiver(&self) -> Receiver<K, V> {
         self.receiver_builder().build()
     }
 
     /// A builder for a receiver with its own key filter and/or merge.
     /// Allocates nothing until [`ReceiverBuilder::build`].
+    #[must_use = "a builder does nothing until `build` is called"]
     pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
         ReceiverBuilder {
             shared: self.side.shared.clone(),
@@ -251,6 +259,7 @@ impl<K, V> Hub<K, V> {
     }
 
     /// Whether [`Hub::close_now`] has run. One atomic load; never blocks.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         self.side.shared.state.load().hub_closed()
     }
@@ -258,6 +267,7 @@ impl<K, V> Hub<K, V> {
     /// The send side's accounting: sends accepted and refused, receivers live.
     /// See [`HubStats`]. Never blocks a sender: lock-free loads (a few
     /// per-thread stripes of the `sent` count). Exact once no send runs.
+    #[must_use]
     pub fn stats(&self) -> HubStats {
         self.side.shared.stats()
     }
@@ -265,6 +275,7 @@ impl<K, V> Hub<K, V> {
 
 /// Builds a [`Hub`]: its merge, and whether it keeps a state table. From
 /// [`Hub::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct HubBuilder<K, V> {
     merge: Merge<V>,
     retain: bool,
@@ -290,6 +301,7 @@ where
     /// The hub's merge, as [`Hub::with_merge`]: receivers without their own
     /// use it, and so does the state table. `None` annihilates (and removes the
     /// key from the table). Without it: newer wins.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn merge<F>(self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -308,6 +320,7 @@ where
     /// Cost: every send then takes the hub mutex, even with no receiver, for
     /// one more lookup and merge (and a key and value clone when the key
     /// enters the table, a value clone otherwise).
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn retain_latest(self) -> Self {
         HubBuilder {
             retain: true,
@@ -339,6 +352,7 @@ where
     /// assert_eq!(rx.try_recv().unwrap().key, "a"); // "b" was never seen
     /// assert!(rx.try_recv().is_err());
     /// ```
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn tombstones<F>(self, is_tombstone: F) -> Self
     where
         F: Fn(&V) -> bool + Send + Sync + 'static,
@@ -350,6 +364,7 @@ where
     }
 
     /// The hub. Allocates the shared state; never blocks.
+    #[must_use]
     pub fn build(self) -> Hub<K, V> {
         Hub::from_parts(self.merge, self.retain, self.tombstones)
     }
@@ -359,6 +374,7 @@ where
 ///
 /// Built by [`Hub::receiver_builder`]; finish with [`ReceiverBuilder::build`].
 /// The builder does not hold the send side open.
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct ReceiverBuilder<K, V> {
     shared: Arc<Shared<K, V>>,
     config: ReceiverConfig<K, V>,
@@ -385,6 +401,7 @@ where
     /// closure runs for this receiver. Replaces an earlier
     /// [`key`](Self::key) or [`key_filter`](Self::key_filter): the later call
     /// wins. Never blocks; O(1).
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn key(self, key: K) -> Self {
         ReceiverBuilder {
             config: self.config.key(key),
@@ -397,6 +414,7 @@ where
     /// back into this bus. Replaces an earlier [`key`](Self::key) or
     /// [`key_filter`](Self::key_filter): the later call wins. Never blocks;
     /// allocates the shared closure.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn key_filter<F>(self, keep: F) -> Self
     where
         F: Fn(&K) -> bool + Send + Sync + 'static,
@@ -411,6 +429,7 @@ where
     /// of the hub's merge (other receivers are unaffected). `None` annihilates.
     /// Runs under the hub mutex; must not call back into this bus. Never
     /// blocks; allocates the shared closure.
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     pub fn merge<F>(self, merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
@@ -465,6 +484,7 @@ where
     /// let e = late.recv().unwrap();
     /// assert_eq!((e.key, e.value, e.sends), ("cpu", 41, 1));
     /// ```
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     #[track_caller]
     pub fn snapshot(self) -> Self {
         if !self.shared.retains() {
@@ -499,6 +519,7 @@ where
     /// assert_eq!(rx.len(), 2);
     /// assert_eq!(rx.stats().overflowed, 3);
     /// ```
+    #[must_use = "builder methods return the changed builder; dropping it drops the setting"]
     #[track_caller]
     pub fn max_pending(self, n: usize) -> Self {
         ReceiverBuilder {
@@ -512,6 +533,7 @@ where
     /// returns; born closed if the send side is already closed. Takes the hub
     /// mutex once; allocates the receiver's wake-up primitive; a snapshot
     /// receiver also copies the table under the mutex (O(keys)).
+    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
     pub fn build(self) -> Receiver<K, V> {
         let registration = self.shared.register(self.config);
         Receiver::new(self.shared, registration)

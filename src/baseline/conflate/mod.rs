@@ -50,7 +50,8 @@
 //!   nothing.
 //! - Sends fan out to receivers in registration order.
 //! - [`Receiver::try_recv_all`] takes everything pending as of one instant, in
-//!   queue order, one event per key, or an error with nothing.
+//!   queue order, one event per key, or an error with nothing;
+//!   [`Receiver::try_recv_all_into`] appends it to a caller's `Vec`.
 //! - Precedence. `try_recv`, `try_recv_all`, `peek`: closed beats empty beats
 //!   value. Blocking forms: closed beats timeout, and a zero or past deadline
 //!   still returns a ready value. A dropped [`Receiver::recv_async`] future

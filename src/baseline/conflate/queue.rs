@@ -158,16 +158,22 @@ impl<K, V> KeyQueue<K, V> {
         }
     }
 
-    /// Removes everything, in queue order; `None` when nothing is pending.
-    pub(super) fn drain(&mut self) -> Option<Vec<Event<K, V>>> {
+    /// Removes everything, in queue order, appending it to `out`: `(events,
+    /// sends)` of what it appended, `None` (and `out` untouched) when nothing is
+    /// pending. Allocates nothing once `out` has room: the slots and the index
+    /// keep their capacity.
+    pub(super) fn drain_into(&mut self, out: &mut Vec<Event<K, V>>) -> Option<(usize, u64)> {
         if self.head == NIL {
             return None;
         }
-        let mut out = Vec::with_capacity(self.len());
+        out.reserve(self.len());
+        let (mut events, mut sends) = (0, 0);
         let mut at = self.head;
         while at != NIL {
             let node = self.vacate(at);
             at = node.links.next;
+            events += 1;
+            sends += node.sends;
             out.push(Event::new(node.key, node.value, node.sends));
         }
         self.index.clear();
@@ -175,7 +181,7 @@ impl<K, V> KeyQueue<K, V> {
         self.head = NIL;
         self.tail = NIL;
         self.free = NIL;
-        Some(out)
+        Some((events, sends))
     }
 
     /// Every pending entry in queue order, as `(hash, key, value)`.

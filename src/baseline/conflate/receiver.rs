@@ -121,6 +121,7 @@ impl<K, V> Receiver<K, V> {
     /// Whether the next receive would answer `Closed`: this receiver or the hub
     /// was closed, or the send side closed and nothing is pending. Takes the hub
     /// mutex once; never blocks otherwise.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         let held = self.seen.as_ref().is_some_and(|s| s.holds());
         !held && self.shared.receiver_closed(self.id)
@@ -128,6 +129,7 @@ impl<K, V> Receiver<K, V> {
 
     /// Pending keys (not sends: coalesced sends share one slot); 0 once closed.
     /// Takes the hub mutex once.
+    #[must_use]
     pub fn len(&self) -> usize {
         let held = self.seen.as_ref().is_some_and(|s| s.holds());
         self.shared.pending(self.id) + usize::from(held)
@@ -135,6 +137,7 @@ impl<K, V> Receiver<K, V> {
 
     /// Whether no key is pending ([`len`](Self::len) is 0). Takes the hub mutex
     /// once.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -161,6 +164,7 @@ impl<K, V> Receiver<K, V> {
     /// let s = rx.stats();
     /// assert_eq!((s.received, s.folded, s.overflowed), (3, 2, 1));
     /// ```
+    #[must_use]
     pub fn stats(&self) -> ReceiverStats {
         self.counters.read()
     }
@@ -322,28 +326,63 @@ where
     /// # Errors
     ///
     /// As [`try_recv`](Self::try_recv). Holds the hub mutex for O(pending
-    /// keys) moves, running no user code; allocates the returned `Vec`.
+    /// keys) moves, running no user code; allocates the returned `Vec`
+    /// ([`try_recv_all_into`](Self::try_recv_all_into) reuses one).
+    #[must_use = "the events are taken off the receiver; dropping the result loses them"]
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        let drain = || {
-            self.shared.take(self.id, KeyQueue::drain, |batch| {
-                (batch.len() as u64, batch.iter().map(|e| e.sends).sum())
-            })
+        let mut batch = Vec::new();
+        self.try_recv_all_into(&mut batch).map(|_| batch)
+    }
+
+    /// [`try_recv_all`](Self::try_recv_all) into a `Vec` of the caller's: the
+    /// batch is appended to `out`, and `Ok` says how many events were appended
+    /// (at least one). On an error `out` is left as it was. No allocation once
+    /// `out` has room for the batch.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver();
+    /// let mut batch = Vec::with_capacity(64);
+    /// tx.send("a", 1).unwrap();
+    /// tx.send("b", 2).unwrap();
+    /// assert_eq!(rx.try_recv_all_into(&mut batch), Ok(2));
+    /// assert!(rx.try_recv_all_into(&mut batch).is_err()); // empty: `batch` kept
+    /// assert_eq!(batch.len(), 2);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_recv_all`](Self::try_recv_all).
+    pub fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
+        let (shared, id) = (&*self.shared, self.id);
+        let drain = |out: &mut Vec<Event<K, V>>| {
+            shared
+                .take(
+                    id,
+                    |queue| queue.drain_into(out),
+                    |&(events, sends)| (events as u64, sends),
+                )
+                .map(|(events, _)| events)
         };
         let Some(seen) = &mut self.seen else {
-            return drain();
+            return drain(out);
         };
         loop {
-            // A batch of dropped tombstones only: look again (empty or
-            // closed now, or what arrived since).
-            let batch = match drain() {
-                Ok(batch) => batch,
+            let start = out.len();
+            match drain(out) {
+                Ok(_) => {}
                 Err(e) if !seen.holds() => return Err(e),
                 // The held head is the batch.
-                Err(_) => Vec::new(),
-            };
-            let batch = seen.cut(&self.shared.tombstones, batch);
-            if !batch.is_empty() {
-                return Ok(batch);
+                Err(_) => {}
+            }
+            // A batch of dropped tombstones only: look again (empty or
+            // closed now, or what arrived since).
+            let appended = seen.cut_into(&shared.tombstones, out, start);
+            if appended > 0 {
+                return Ok(appended);
             }
         }
     }
@@ -387,6 +426,7 @@ where
     /// # Errors
     ///
     /// [`RecvError`] as for `recv`.
+    #[must_use = "futures do nothing unless polled or `.await`ed"]
     pub fn recv_async(
         &mut self,
     ) -> impl Future<Output = Result<Event<K, V>, RecvError>> + Send + '_ {
@@ -396,12 +436,14 @@ where
 
     /// A blocking iterator over events; ends when the receiver is closed
     /// (after draining, for a graceful close). Each step is a `recv`.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn iter(&mut self) -> Iter<'_, K, V> {
         Iter { rx: self }
     }
 
     /// A non-blocking iterator over what is pending; ends at the first `Empty`
     /// or `Closed`. Each step takes the hub mutex once.
+    #[must_use = "iterators are lazy: nothing is received until it is consumed"]
     pub fn try_iter(&mut self) -> TryIter<'_, K, V> {
         TryIter { rx: self }
     }

@@ -97,6 +97,7 @@ impl<K, V> Sender<K, V> {
 
     /// Whether the send side is closed (by either close kind). One atomic
     /// load; never blocks.
+    #[must_use]
     pub fn is_closed(&self) -> bool {
         self.side.shared.state.load().tx_closed()
     }

@@ -105,7 +105,7 @@ impl<K, V> Drop for Held<'_, K, V> {
 }
 
 /// A cut takes its entries this many at a time, holding the shards they name
-/// (see `Cells::take_batch`): a publisher waits for at most one window.
+/// (see `Cells::take_batch_into`): a publisher waits for at most one window.
 const CUT_WINDOW: usize = 32;
 
 /// The shard of a hash (bits 40 and up; the index uses the low 32).
@@ -865,13 +865,17 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// entries taken in queue order, and the locks released. A publisher
     /// waits for at most one window; the cut pays about one lock per shard
     /// per window, and reads its entries and writes its batch in order.
-    pub(crate) fn take_batch(
+    ///
+    /// The events are appended to `batch` (no allocation once it has room for
+    /// one per entry).
+    pub(crate) fn take_batch_into(
         &self,
         entries: &[(CellId, u64)],
         rx: &CellRx,
         epoch: u8,
-    ) -> Vec<Event<K, V>> {
-        let mut batch = Vec::with_capacity(entries.len());
+        batch: &mut Vec<Event<K, V>>,
+    ) {
+        batch.reserve(entries.len());
         let mut freed = Vec::new();
         for window in entries.chunks(CUT_WINDOW) {
             // The window's slots, found once and fetched before the locks
@@ -933,7 +937,6 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             drop(held);
         }
         drop(freed);
-        batch
     }
 
     /// The table's value for `key` (`retain_latest`).

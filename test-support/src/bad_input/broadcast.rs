@@ -1,14 +1,14 @@
 //! Bad input for broadcast, written once over [`Broadcast`] and run against
 //! both implementations by `tests/bad_input_broadcast.rs`: capacity 0 and
-//! `usize::MAX`, `limit` 0 and `usize::MAX`, cursors from another buffer or far in
-//! the future, a reader outliving every `Buffer` handle, `Duration::MAX` and zero
+//! `usize::MAX`, `limit` 0 and `usize::MAX`, cursors from another buffer (of
+//! either implementation), made-up or far in the future, a reader outliving every `Buffer` handle, `Duration::MAX` and zero
 //! timeouts, `T::clone` panicking in a read, `T::eq` panicking in
 //! `append_if_changed`, zero-sized values. Every case must give a clear error, a
 //! documented panic, or degrade without UB, deadlock or unbounded memory; the
 //! functions documented as panicking run under `#[should_panic]`.
 
 use super::{Touchy, Trap, Which};
-use crate::broadcast_api::{self, revisions, Broadcast, BufferApi, ReadError, ReaderApi};
+use crate::broadcast_api::{self, revisions, Broadcast, BufferApi, Cursor, ReadError, ReaderApi};
 use crate::harness::poll_once;
 use crate::threads::Crew;
 use futures::executor::block_on;
@@ -117,7 +117,7 @@ pub fn far_future_cursor_is_future_in_every_form<B: Broadcast>() {
         })
     );
     // A reader keeps its cursor on Future, every time.
-    let mut r = buf.reader_at(u64::MAX);
+    let mut r = buf.reader_at(buf.cursor_at(u64::MAX));
     for _ in 0..3 {
         assert_eq!(
             r.try_next(),
@@ -140,7 +140,7 @@ pub fn far_future_cursor_is_future_in_every_form<B: Broadcast>() {
                 tail: 10
             })
         );
-        assert_eq!(r.cursor(), u64::MAX);
+        assert_eq!(r.cursor().revision(), u64::MAX);
     }
     // Future beats Closed (checks run Future/Gap first).
     buf.close();
@@ -162,29 +162,32 @@ pub fn far_future_cursor_is_future_in_every_form<B: Broadcast>() {
     assert!(empty.retained().is_empty());
 }
 
+/// The report's bug: a cursor of another buffer was read as a revision of this
+/// one (`Future` at best, a silent read of another history at worst). A
+/// [`Cursor`] now answers `Foreign`, ahead of the tail or behind it.
 pub fn cursor_from_another_buffer<B: Broadcast>() {
     let long = filled::<B>(4, 100);
     let short = filled::<B>(4, 3);
     assert_ne!(long.generation(), short.generation());
-    // A cursor past this buffer's tail: Future, not a silent read.
+    let foreign = ReadError::Foreign {
+        expected: short.generation(),
+        found: long.generation(),
+    };
+    // Ahead of this buffer's tail: Foreign, not Future.
     let cursor = long.reader().cursor();
-    assert_eq!(
-        short.try_read(cursor, 8),
-        Err(ReadError::Future {
-            after: 100,
-            tail: 3
-        })
-    );
+    assert_eq!(cursor.revision(), 100);
+    assert_eq!(short.try_read(cursor, 8), Err(foreign));
     let mut r = short.reader_at(cursor);
-    assert_eq!(
-        r.try_next(),
-        Err(ReadError::Future {
-            after: 100,
-            tail: 3
-        })
-    );
-    // A cursor behind: the buffer cannot tell, and answers by its own
-    // revisions; the generation is how a user tells (documented).
+    assert_eq!(r.try_next(), Err(foreign));
+    assert_eq!(r.cursor(), cursor);
+    // Behind it, where a revision number alone reads this history: Foreign.
+    let behind = long.cursor_at(1);
+    assert_eq!(short.try_read(behind, 8), Err(foreign));
+    assert_eq!(short.validate(behind), Err(foreign));
+    assert_eq!(short.reader_at(behind).try_next(), Err(foreign));
+    // A bare revision has no generation to check (documented): it is read as
+    // this buffer's.
+    assert_eq!(revisions(&short.try_read(1, 8).unwrap()), [2, 3]);
     assert_eq!(
         long.try_read(2, 8),
         Err(ReadError::Gap {
@@ -192,16 +195,86 @@ pub fn cursor_from_another_buffer<B: Broadcast>() {
             oldest: 97
         })
     );
-    assert_eq!(revisions(&short.try_read(1, 8).unwrap()), [2, 3]);
-    // A Future cursor becomes readable once the tail passes it.
+    // An own cursor past the tail is Future, and readable once the tail
+    // passes it.
     let buf = filled::<B>(4, 3);
-    let mut r = buf.reader_at(5);
+    let mut r = buf.reader_at(buf.cursor_at(5));
     assert_eq!(r.try_next(), Err(ReadError::Future { after: 5, tail: 3 }));
     buf.append(4).unwrap();
     buf.append(5).unwrap();
     assert_eq!(r.try_next(), Err(ReadError::Empty));
     buf.append(6).unwrap();
     assert_eq!(r.try_next().unwrap().revision, 6);
+}
+
+/// Generations are unique across both implementations: a cursor of either
+/// kind of buffer is foreign to every other buffer.
+pub fn cursor_from_the_other_implementation<B: Broadcast>() {
+    let buf = filled::<B>(4, 3);
+    let lockfree = keybus::broadcast::Buffer::<u64>::new(4);
+    let baseline = keybus::baseline::broadcast::Buffer::<u64>::new(4);
+    for other in [lockfree.cursor_at(2), baseline.cursor_at(2)] {
+        let foreign = ReadError::Foreign {
+            expected: buf.generation(),
+            found: other.generation(),
+        };
+        assert_eq!(buf.try_read(other, 1), Err(foreign));
+        assert_eq!(buf.reader_at(other).try_next(), Err(foreign));
+        assert_eq!(buf.reader().seek(other), Err(foreign));
+    }
+    assert_ne!(lockfree.generation(), baseline.generation());
+}
+
+/// Made-up cursors: generations 0 and `u64::MAX`, revisions 0 and `u64::MAX`,
+/// a generation one bit off. Every form answers `Foreign` (checked first, so no
+/// revision arithmetic runs on them), a `Stream` yields it once and ends, and
+/// text that is not a cursor is a parse error, not a cursor.
+pub fn made_up_cursors_are_foreign_in_every_form<B: Broadcast>() {
+    let buf = filled::<B>(4, 10);
+    buf.close();
+    let g = buf.generation();
+    for (generation, revision) in [
+        (0, 0),
+        (u64::MAX, u64::MAX),
+        (g ^ 1, 10),
+        (g.wrapping_add(1), 0),
+    ] {
+        if generation == g {
+            continue;
+        }
+        let c = Cursor::new(generation, revision);
+        let foreign = ReadError::Foreign {
+            expected: g,
+            found: generation,
+        };
+        assert_eq!(buf.validate(c), Err(foreign));
+        assert_eq!(buf.try_read(c, usize::MAX), Err(foreign));
+        assert_eq!(buf.read(c, 1), Err(foreign));
+        assert_eq!(buf.read_timeout(c, 1, Duration::ZERO), Err(foreign));
+        assert_eq!(block_on(buf.read_async(c, 1)), Err(foreign));
+        let mut r = buf.reader_at(c);
+        assert_eq!(ReaderApi::next(&mut r), Err(foreign));
+        assert_eq!(
+            block_on(futures::StreamExt::next(&mut r)),
+            Some(Err(foreign))
+        );
+        assert_eq!(block_on(futures::StreamExt::next(&mut r)), None);
+        assert_eq!(r.seek(c), Err(foreign));
+        assert!(!foreign.to_string().is_empty());
+    }
+    // The buffer's own generation with a revision past any tail: Future.
+    let absurd = buf.cursor_at(u64::MAX);
+    assert_eq!(
+        buf.reader().seek(absurd),
+        Err(ReadError::Future {
+            after: u64::MAX,
+            tail: 10
+        })
+    );
+    for text in ["", "g:1", "1:-1", "1:1:1", "10000000000000000:1"] {
+        let err = text.parse::<Cursor>().unwrap_err();
+        assert_eq!(err.to_string(), err.to_string().to_lowercase());
+    }
 }
 
 // ---- a reader outliving every Buffer handle ----
@@ -211,8 +284,8 @@ pub fn cursor_from_another_buffer<B: Broadcast>() {
 /// `Closed` in every form instead of waiting forever.
 pub fn reader_after_every_buffer_handle_dropped_drains_then_closed<B: Broadcast>() {
     let buf = filled::<B>(4, 6);
-    let mut r = buf.reader_at(2);
-    let mut behind = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(2));
+    let mut behind = buf.reader_at(buf.cursor_at(0));
     let clone = buf.clone();
     drop(buf);
     assert_eq!(r.try_next().unwrap().value, 3, "a clone keeps it open");
@@ -229,12 +302,12 @@ pub fn reader_after_every_buffer_handle_dropped_drains_then_closed<B: Broadcast>
     assert_eq!(r.try_next(), Err(ReadError::Closed));
     assert_eq!(r.next(), Err(ReadError::Closed));
     assert_eq!(poll_once(r.next_async()), Some(Err(ReadError::Closed)));
-    assert_eq!(r.cursor(), 6);
+    assert_eq!(r.cursor().revision(), 6);
 }
 
 pub fn reader_after_close_and_drop_of_every_handle_drains_then_closed<B: Broadcast>() {
     let buf = filled::<B>(4, 6);
-    let mut r = buf.reader_at(4);
+    let mut r = buf.reader_at(buf.cursor_at(4));
     buf.close();
     drop(buf);
     assert_eq!(r.next().unwrap().revision, 5);
@@ -291,7 +364,7 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
     for n in 1..=3 {
         buf.append(Touchy::new(n, &trap)).unwrap();
     }
-    let mut r = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(0));
     for nth in 1..=3 {
         trap.arm(Which::Clone, nth);
         assert!(catch_unwind(AssertUnwindSafe(|| buf.try_read(0, 8))).is_err());
@@ -299,7 +372,7 @@ pub fn value_clone_panicking_in_a_read_leaves_everything_usable<B: Broadcast>() 
         assert!(catch_unwind(AssertUnwindSafe(|| r.try_next())).is_err());
         trap.disarm();
         // The reader's cursor did not move past what it never got.
-        assert_eq!(r.cursor(), 0);
+        assert_eq!(r.cursor().revision(), 0);
     }
     // The writer was never held up, readers still read.
     buf.append(Touchy::new(4, &trap)).unwrap();

@@ -6,6 +6,7 @@
 //! single thread cannot make a blocking read return anything a zero timeout would
 //! not.
 
+use keybus::broadcast::Cursor;
 use keybus::{AppendError, Entry, ReadError};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -208,16 +209,21 @@ impl<T: Clone + 'static> Buffer<T> {
     }
 
     pub fn reader(&self) -> Reader<T> {
-        self.reader_at(self.tail())
+        self.reader_at(self.cursor_at(self.tail()))
     }
 
-    pub fn reader_at(&self, after: u64) -> Reader<T> {
+    pub fn cursor_at(&self, revision: u64) -> Cursor {
+        Cursor::new(self.generation(), revision)
+    }
+
+    pub fn reader_at(&self, cursor: Cursor) -> Reader<T> {
         Reader {
             buffer: Buffer {
                 ring: self.ring.clone(),
                 counted: false,
             },
-            cursor: after,
+            generation: cursor.generation(),
+            cursor: cursor.revision(),
         }
     }
 
@@ -236,13 +242,23 @@ impl<T: Clone + 'static> Buffer<T> {
 
 pub struct Reader<T> {
     buffer: Buffer<T>,
+    /// The cursor's generation (the buffer's unless made from a foreign one).
+    generation: u64,
     cursor: u64,
 }
 
 impl<T: Clone + 'static> Reader<T> {
     /// One entry past the cursor. A `Gap` moves the cursor to `oldest - 1` (the next
-    /// call resumes at the oldest retained entry); a `Future` leaves it.
+    /// call resumes at the oldest retained entry); a `Foreign` or `Future`
+    /// leaves it.
     pub fn try_next(&mut self) -> Result<Entry<T>, ReadError> {
+        let expected = self.buffer.generation();
+        if self.generation != expected {
+            return Err(ReadError::Foreign {
+                expected,
+                found: self.generation,
+            });
+        }
         match self.buffer.try_read(self.cursor, 1) {
             Ok(mut entries) => {
                 let entry = entries.remove(0);
@@ -278,7 +294,7 @@ impl<T: Clone + 'static> Reader<T> {
         }
     }
 
-    pub fn cursor(&self) -> u64 {
-        self.cursor
+    pub fn cursor(&self) -> Cursor {
+        Cursor::new(self.generation, self.cursor)
     }
 }

@@ -106,7 +106,7 @@ macro_rules! broadcast_impl {
                 buf.reader()
             }
             fn reader_at(buf: &Self::Buffer, after: u64) -> Self::Reader {
-                buf.reader_at(after)
+                buf.reader_at(buf.cursor_at(after))
             }
             fn close(buf: &Self::Buffer) {
                 buf.close()
@@ -130,7 +130,7 @@ macro_rules! broadcast_impl {
                 harness::poll_once(reader.next_async())
             }
             fn cursor(reader: &Self::Reader) -> u64 {
-                reader.cursor()
+                reader.cursor().revision()
             }
         }
     };

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 type MergeBox<V> = Rc<dyn Fn(V, V) -> Option<V>>;
 type PredBox<K> = Rc<dyn Fn(&K) -> bool>;
+type TombBox<V> = Rc<dyn Fn(&V) -> bool>;
 
 /// `keybus::Event` is `#[non_exhaustive]`, so the model has its own with the same
 /// fields.
@@ -62,6 +63,10 @@ struct Rx<K, V> {
     max_pending: Option<usize>,
     /// Counters kept by hand; `pending` and `pending_sends` are computed.
     stats: ReceiverStats,
+    /// The hub's tombstone test, if any.
+    tombstones: Option<TombBox<V>>,
+    /// Keys this receiver delivered an event of in their current life.
+    seen: Vec<K>,
 }
 
 impl<K, V> Rx<K, V> {
@@ -79,9 +84,48 @@ impl<K, V> Rx<K, V> {
         self.queue.clear();
     }
 
-    fn took(&mut self, sends: u64) {
+    fn is_tombstone(&self, value: &V) -> bool {
+        self.tombstones.as_ref().is_some_and(|t| t(value))
+    }
+
+    /// A taken slot, as the consumer sees it: a value (its key now seen), a
+    /// tombstone of a seen key (no longer seen), or nothing: a tombstone of a
+    /// life this receiver never saw, counted annihilated.
+    fn took(&mut self, slot: Slot<K, V>) -> Option<Event<K, V>>
+    where
+        K: Eq + Clone,
+    {
+        let seen_at = self.seen.iter().position(|k| *k == slot.key);
+        if self.is_tombstone(&slot.value) {
+            match seen_at {
+                Some(at) => {
+                    self.seen.swap_remove(at);
+                }
+                None => {
+                    self.stats.annihilated += slot.sends;
+                    return None;
+                }
+            }
+        } else if seen_at.is_none() && self.tombstones.is_some() {
+            self.seen.push(slot.key.clone());
+        }
         self.stats.delivered += 1;
-        self.stats.folded += sends;
+        self.stats.folded += slot.sends;
+        Some(Event {
+            key: slot.key,
+            value: slot.value,
+            sends: slot.sends,
+        })
+    }
+
+    /// Whether the head would be dropped by [`took`](Self::took).
+    fn head_is_dropped(&self) -> bool
+    where
+        K: Eq,
+    {
+        self.queue
+            .front()
+            .is_some_and(|head| self.is_tombstone(&head.value) && !self.seen.contains(&head.key))
     }
 }
 
@@ -95,6 +139,8 @@ struct State<K, V> {
     hub_closed: bool,
     /// The state table (`retain_latest`), in first-touch order.
     table: Option<Vec<(K, V)>>,
+    /// The tombstone test (`tombstones`).
+    tombstones: Option<TombBox<V>>,
     sent: u64,
     refused: u64,
 }
@@ -155,6 +201,7 @@ pub struct ReceiverBuilder<K, V> {
 pub struct HubBuilder<K, V> {
     merge: Option<MergeBox<V>>,
     retain: bool,
+    tombstones: Option<TombBox<V>>,
     keys: std::marker::PhantomData<K>,
 }
 
@@ -169,8 +216,13 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> HubBuilder<K, V> {
         self
     }
 
+    pub fn tombstones(mut self, test: impl Fn(&V) -> bool + Send + Sync + 'static) -> Self {
+        self.tombstones = Some(Rc::new(test));
+        self
+    }
+
     pub fn build(self) -> Hub<K, V> {
-        Hub::with(self.merge, self.retain)
+        Hub::with(self.merge, self.retain, self.tombstones)
     }
 }
 
@@ -179,7 +231,7 @@ fn deregister<K, V>(shared: &Shared<K, V>, rx: &Rc<RefCell<Rx<K, V>>>) {
 }
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
-    fn with(merge: Option<MergeBox<V>>, retain: bool) -> Self {
+    fn with(merge: Option<MergeBox<V>>, retain: bool, tombstones: Option<TombBox<V>>) -> Self {
         Hub {
             shared: Handle(Rc::new(RefCell::new(State {
                 merge,
@@ -188,6 +240,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
                 tx_closed: false,
                 hub_closed: false,
                 table: retain.then(Vec::new),
+                tombstones,
                 sent: 0,
                 refused: 0,
             }))),
@@ -196,20 +249,21 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
 
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Self::with(None, false)
+        Self::with(None, false, None)
     }
 
     pub fn with_merge<F>(merge: F) -> Self
     where
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
-        Self::with(Some(Rc::new(merge)), false)
+        Self::with(Some(Rc::new(merge)), false, None)
     }
 
     pub fn builder() -> HubBuilder<K, V> {
         HubBuilder {
             merge: None,
             retain: false,
+            tombstones: None,
             keys: std::marker::PhantomData,
         }
     }
@@ -342,6 +396,8 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
             closed: born_closed,
             max_pending: self.max_pending,
             stats: ReceiverStats::default(),
+            tombstones: s.tombstones.clone(),
+            seen: Vec::new(),
         }));
         if !born_closed {
             s.receivers.push(rx.clone());
@@ -356,15 +412,17 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> ReceiverBuilder<K, V> {
 
 impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
     pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
-        let (receivers, merge) = {
+        let (receivers, merge, tombstones) = {
             let mut s = self.shared.borrow_mut();
             if s.tx_closed {
                 s.refused += 1;
                 return Err(SendError { key, value });
             }
             s.sent += 1;
-            (s.receivers.clone(), s.merge.clone())
+            (s.receivers.clone(), s.merge.clone(), s.tombstones.clone())
         };
+        let is_tomb = |v: &V| tombstones.as_ref().is_some_and(|t| t(v));
+        let tomb = is_tomb(&value);
         // The table first, with the hub's merge; a panic there reaches no
         // receiver and drops the key's entry.
         let entry = {
@@ -372,8 +430,14 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
             match s.table.as_mut() {
                 None => None,
                 Some(table) => match table.iter().position(|(k, _)| *k == key) {
+                    // A tombstone removes; the table holds none.
+                    None if tomb => None,
                     None => {
                         table.push((key.clone(), value.clone()));
+                        None
+                    }
+                    Some(pos) if tomb => {
+                        table.remove(pos);
                         None
                     }
                     Some(pos) => Some((pos, table.remove(pos))),
@@ -385,7 +449,7 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
                 None => Some(value.clone()),
                 Some(m) => m(prev, value.clone()),
             };
-            if let Some(v) = merged {
+            if let Some(v) = merged.filter(|v| !is_tomb(v)) {
                 let mut s = self.shared.borrow_mut();
                 s.table.as_mut().expect("retained").insert(pos, (k, v));
             }
@@ -428,8 +492,12 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Sender<K, V> {
             let merge = r.merge.clone();
             drop(r);
             let prev_sends = prev.sends;
+            // No merge folds across a removal: a tombstone replaces what is
+            // pending, and a value replaces a pending tombstone.
+            let across = tomb || is_tomb(&prev.value);
             let merged = match merge {
                 None => Some(value.clone()),
+                Some(_) if across => Some(value.clone()),
                 Some(m) => {
                     let next = value.clone();
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -497,58 +565,62 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
         }
     }
 
-    fn pop(&self) -> Event<K, V> {
-        let slot = self.rx.borrow_mut().queue.pop_front().expect("ready");
-        self.rx.borrow_mut().took(slot.sends);
-        Event {
-            key: slot.key,
-            value: slot.value,
-            sends: slot.sends,
-        }
+    /// Takes the head; `None` if the consumer drops it (see `Rx::took`).
+    fn pop(&self) -> Option<Event<K, V>> {
+        let mut r = self.rx.borrow_mut();
+        let slot = r.queue.pop_front().expect("ready");
+        r.took(slot)
     }
 
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        match self.ready() {
-            Ready::Closed => Err(TryRecvError::Closed),
-            Ready::Empty => Err(TryRecvError::Empty),
-            Ready::Value => Ok(self.pop()),
+        loop {
+            match self.ready() {
+                Ready::Closed => return Err(TryRecvError::Closed),
+                Ready::Empty => return Err(TryRecvError::Empty),
+                Ready::Value => {
+                    if let Some(event) = self.pop() {
+                        return Ok(event);
+                    }
+                }
+            }
         }
     }
 
     pub fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> {
-        match self.ready() {
-            Ready::Closed => Err(TryRecvError::Closed),
-            Ready::Empty => Err(TryRecvError::Empty),
-            Ready::Value => {
-                let mut r = self.rx.borrow_mut();
-                let all = std::mem::take(&mut r.queue);
-                for slot in &all {
-                    r.took(slot.sends);
+        loop {
+            match self.ready() {
+                Ready::Closed => return Err(TryRecvError::Closed),
+                Ready::Empty => return Err(TryRecvError::Empty),
+                Ready::Value => {
+                    let mut r = self.rx.borrow_mut();
+                    let all = std::mem::take(&mut r.queue);
+                    let batch: Vec<_> = all.into_iter().filter_map(|slot| r.took(slot)).collect();
+                    if !batch.is_empty() {
+                        return Ok(batch);
+                    }
                 }
-                Ok(all
-                    .into_iter()
-                    .map(|slot| Event {
-                        key: slot.key,
-                        value: slot.value,
-                        sends: slot.sends,
-                    })
-                    .collect())
             }
         }
     }
 
     pub fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> {
-        match self.ready() {
-            Ready::Closed => Err(TryRecvError::Closed),
-            Ready::Empty => Err(TryRecvError::Empty),
-            Ready::Value => {
-                let r = self.rx.borrow();
-                let head = r.queue.front().expect("ready");
-                Ok(Event {
-                    key: head.key.clone(),
-                    value: head.value.clone(),
-                    sends: head.sends,
-                })
+        loop {
+            match self.ready() {
+                Ready::Closed => return Err(TryRecvError::Closed),
+                Ready::Empty => return Err(TryRecvError::Empty),
+                Ready::Value if self.rx.borrow().head_is_dropped() => {
+                    let dropped = self.pop();
+                    assert!(dropped.is_none());
+                }
+                Ready::Value => {
+                    let r = self.rx.borrow();
+                    let head = r.queue.front().expect("ready");
+                    return Ok(Event {
+                        key: head.key.clone(),
+                        value: head.value.clone(),
+                        sends: head.sends,
+                    });
+                }
             }
         }
     }
@@ -556,10 +628,10 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Receiver<K, V> {
     /// Only what a single thread can observe: nothing arrives while it "waits", so
     /// any timeout answers like a zero one.
     pub fn recv_timeout(&mut self, _timeout: Duration) -> Result<Event<K, V>, RecvTimeoutError> {
-        match self.ready() {
-            Ready::Closed => Err(RecvTimeoutError::Closed),
-            Ready::Empty => Err(RecvTimeoutError::Timeout),
-            Ready::Value => Ok(self.pop()),
+        match self.try_recv() {
+            Ok(event) => Ok(event),
+            Err(TryRecvError::Closed) => Err(RecvTimeoutError::Closed),
+            Err(TryRecvError::Empty) => Err(RecvTimeoutError::Timeout),
         }
     }
 

@@ -16,7 +16,7 @@ pub trait ConflateImpl {
     type Sender;
     type Receiver;
 
-    fn hub(merge: Option<MergeFn>, retain: bool) -> Self::Hub;
+    fn hub(merge: Option<MergeFn>, retain: bool, tombstones: bool) -> Self::Hub;
     fn latest(hub: &Self::Hub, key: K) -> Option<N>;
     fn table(hub: &Self::Hub) -> Vec<(K, N)>;
     fn hub_stats(hub: &Self::Hub) -> HubSt;
@@ -66,15 +66,23 @@ macro_rules! conflate_impl {
             type Sender = $($m)::+::Sender<K, V>;
             type Receiver = $($m)::+::Receiver<K, V>;
 
-            fn hub(merge: Option<MergeFn>, retain: bool) -> Self::Hub {
-                match (merge, retain) {
-                    (None, false) => $($m)::+::Hub::new(),
-                    (Some(m), false) => $($m)::+::Hub::with_merge(m.closure()),
-                    (None, true) => $($m)::+::Hub::builder().retain_latest().build(),
-                    (Some(m), true) => $($m)::+::Hub::builder()
-                        .merge(m.closure())
-                        .retain_latest()
-                        .build(),
+            fn hub(merge: Option<MergeFn>, retain: bool, tombstones: bool) -> Self::Hub {
+                match (merge, retain, tombstones) {
+                    (None, false, false) => $($m)::+::Hub::new(),
+                    (Some(m), false, false) => $($m)::+::Hub::with_merge(m.closure()),
+                    (merge, retain, tombstones) => {
+                        let mut b = $($m)::+::Hub::builder();
+                        if let Some(m) = merge {
+                            b = b.merge(m.closure());
+                        }
+                        if retain {
+                            b = b.retain_latest();
+                        }
+                        if tombstones {
+                            b = b.tombstones(is_tombstone);
+                        }
+                        b.build()
+                    }
                 }
             }
             fn latest(hub: &Self::Hub, key: K) -> Option<N> {
@@ -211,6 +219,8 @@ conflate_impl!(Model => model, shares = false);
 pub struct World<I: ConflateImpl> {
     /// Whether the hub keeps a state table.
     retain: bool,
+    /// Whether negative values are tombstones.
+    tombstones: bool,
     /// Values the table held when a hub handle last told (for when none is
     /// left to ask; see `stray_values`).
     table_len: Option<usize>,
@@ -225,17 +235,27 @@ pub struct World<I: ConflateImpl> {
 
 impl<I: ConflateImpl> World<I> {
     /// A hub and one sender; receivers come from the sequence's first ops.
-    pub fn new(hub_merge: Option<MergeFn>, retain: bool) -> Self {
-        let hub = I::hub(hub_merge, retain);
+    pub fn new(hub_merge: Option<MergeFn>, retain: bool, tombstones: bool) -> Self {
+        let hub = I::hub(hub_merge, retain, tombstones);
         let tx = I::sender(&hub);
         World {
             retain,
+            tombstones,
             table_len: retain.then_some(0),
             hubs: vec![hub],
             senders: vec![tx],
             receivers: Vec::new(),
             life: Arc::new(()),
             leaked: 0,
+        }
+    }
+
+    /// Whether a blocking receive on `r` returns at once (it has an event).
+    fn ready_now(tombstones: bool, r: &mut I::Receiver) -> bool {
+        if tombstones {
+            I::peek(r).is_ok()
+        } else {
+            I::len(r) > 0
         }
     }
 
@@ -340,18 +360,26 @@ impl<I: ConflateImpl> World<I> {
             }),
             Op::TryIter { rx } => self.with_rx(rx, |r| Outcome::Events(I::try_iter(r))),
             Op::PollNextOnce { rx } => self.with_rx(rx, |r| Outcome::Stream(I::poll_next_once(r))),
-            Op::RecvIfReady { rx, how } => match self.rx(rx) {
-                Some(r) if I::len(r) > 0 || I::is_closed(r) => match how {
-                    0 => Outcome::Blocking(I::recv(r)),
-                    1 => Outcome::IterNext(I::iter_next(r)),
-                    _ => {
-                        let now = Instant::now();
-                        let past = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
-                        Outcome::BlockingDeadline(I::recv_deadline(r, past))
+            Op::RecvIfReady { rx, how } => {
+                let tombstones = self.tombstones;
+                match self.rx(rx) {
+                    Some(r) => {
+                        if !(I::is_closed(r) || Self::ready_now(tombstones, r)) {
+                            return Skipped;
+                        }
+                        match how {
+                            0 => Outcome::Blocking(I::recv(r)),
+                            1 => Outcome::IterNext(I::iter_next(r)),
+                            _ => {
+                                let now = Instant::now();
+                                let past = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
+                                Outcome::BlockingDeadline(I::recv_deadline(r, past))
+                            }
+                        }
                     }
-                },
-                _ => Skipped,
-            },
+                    None => Skipped,
+                }
+            }
             Op::RecvAsyncOnce { rx } => self.with_rx(rx, |r| Outcome::Async(I::recv_async_once(r))),
             Op::Len { rx } => self.with_rx(rx, |r| Usize(I::len(r))),
             Op::IsEmpty { rx } => self.with_rx(rx, |r| Bool(I::is_empty(r))),
@@ -426,9 +454,10 @@ impl<I: ConflateImpl> World<I> {
             Op::Restart {
                 hub_merge,
                 retain,
+                tombstones,
                 ref receiver,
             } => {
-                let old = std::mem::replace(self, World::new(hub_merge, retain));
+                let old = std::mem::replace(self, World::new(hub_merge, retain, tombstones));
                 self.leaked = old.teardown();
                 // A fresh table is empty: a snapshot filter has nothing to run on.
                 let rx = I::receiver(&self.hubs[0], receiver, retain);
@@ -506,8 +535,16 @@ pub type Mismatch = harness::Mismatch<Op>;
 ///
 /// Returns a tally of outcome kinds (see [`Outcome::label`]) for coverage reports.
 pub fn run<A: ConflateImpl, B: ConflateImpl>(scenario: &Scenario) -> Result<Tally, Mismatch> {
-    let mut a = World::<A>::new(scenario.setup.hub_merge, scenario.setup.retain);
-    let mut b = World::<B>::new(scenario.setup.hub_merge, scenario.setup.retain);
+    let mut a = World::<A>::new(
+        scenario.setup.hub_merge,
+        scenario.setup.retain,
+        scenario.setup.tombstones,
+    );
+    let mut b = World::<B>::new(
+        scenario.setup.hub_merge,
+        scenario.setup.retain,
+        scenario.setup.tombstones,
+    );
     let tally = harness::lockstep(&mut a, &mut b, &scenario.ops)?;
     let (la, lb) = (a.teardown(), b.teardown());
     if la != 0 || lb != 0 {

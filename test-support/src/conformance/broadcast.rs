@@ -109,11 +109,11 @@ pub fn rule1_future_cursor<B: Broadcast>() {
     assert_eq!(block_on(buf.read_async(4, 1)), Err(future));
     assert_eq!(buf.validate(3), Ok(()));
     // A reader on Future keeps its cursor.
-    let mut r = buf.reader_at(7);
+    let mut r = buf.reader_at(buf.cursor_at(7));
     assert_eq!(r.try_next(), Err(ReadError::Future { after: 7, tail: 3 }));
-    assert_eq!(r.cursor(), 7);
+    assert_eq!(r.cursor().revision(), 7);
     assert_eq!(r.next(), Err(ReadError::Future { after: 7, tail: 3 }));
-    assert_eq!(r.cursor(), 7);
+    assert_eq!(r.cursor().revision(), 7);
 }
 
 pub fn rule1_empty_buffer_bounds<B: Broadcast>() {
@@ -146,7 +146,7 @@ pub fn rule1_reads_are_oldest_first_and_capped_by_limit<B: Broadcast>() {
 
 pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
     let buf = filled::<B>(3, 2);
-    let mut r = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(0));
     for i in 3..=6u64 {
         buf.append(i * 10).unwrap();
     }
@@ -158,7 +158,7 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
             oldest: 4
         })
     );
-    assert_eq!(r.cursor(), 3);
+    assert_eq!(r.cursor().revision(), 3);
     // ...then the reader resumes at the oldest retained entry.
     assert_eq!(
         r.try_next().unwrap(),
@@ -171,7 +171,7 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
     assert_eq!(block_on(r.next_async()).unwrap().revision, 6);
     assert_eq!(r.try_next(), Err(ReadError::Empty));
     // The blocking and async forms report gaps the same way.
-    let mut r = buf.reader_at(1);
+    let mut r = buf.reader_at(buf.cursor_at(1));
     assert_eq!(
         r.next(),
         Err(ReadError::Gap {
@@ -179,8 +179,8 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
             oldest: 4
         })
     );
-    assert_eq!(r.cursor(), 3);
-    let mut r = buf.reader_at(2);
+    assert_eq!(r.cursor().revision(), 3);
+    let mut r = buf.reader_at(buf.cursor_at(2));
     assert_eq!(
         block_on(r.next_async()),
         Err(ReadError::Gap {
@@ -188,7 +188,7 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
             oldest: 4
         })
     );
-    assert_eq!(r.cursor(), 3);
+    assert_eq!(r.cursor().revision(), 3);
 }
 
 // ---- rule 2: the writer never waits; no torn or mislabelled value ----
@@ -196,7 +196,7 @@ pub fn rule1_reader_gap_moves_cursor_to_oldest_minus_one<B: Broadcast>() {
 pub fn rule2_writer_never_waits_for_parked_or_idle_readers<B: Broadcast>() {
     let buf = B::Buffer::<u64>::new(2);
     // Readers that never read, and one parked in a blocking read.
-    let idle: Vec<B::Reader<u64>> = (0..8).map(|_| buf.reader_at(0)).collect();
+    let idle: Vec<B::Reader<u64>> = (0..8).map(|_| buf.reader_at(buf.cursor_at(0))).collect();
     let crew = Crew::new("rule2_writer_never_waits");
     crew.on_panic(|| buf.close());
     let parked = crew.scope(|s| {
@@ -247,7 +247,7 @@ fn rule2_race_body<'scope, B: Broadcast>(
     for id in 0..3 {
         let buf = buf.clone();
         readers.push(crew.spawn(s, move || {
-            let mut r = buf.reader_at(0);
+            let mut r = buf.reader_at(buf.cursor_at(0));
             let mut seen = 0u64;
             let mut gaps = 0u64;
             loop {
@@ -261,7 +261,7 @@ fn rule2_race_body<'scope, B: Broadcast>(
                     Err(ReadError::Gap { after, oldest }) => {
                         assert_eq!(after, seen, "a gap names the cursor");
                         assert!(oldest > after + 1, "a gap skips something");
-                        assert_eq!(r.cursor(), oldest - 1);
+                        assert_eq!(r.cursor().revision(), oldest - 1);
                         seen = oldest - 1;
                         gaps += 1;
                     }
@@ -317,8 +317,8 @@ fn rule2_race_body<'scope, B: Broadcast>(
 pub fn rule3_each_reader_gets_its_own_copy<B: Broadcast>() {
     let buf = B::Buffer::<Vec<u32>>::new(2);
     buf.append(vec![1, 2, 3]).unwrap();
-    let mut a = buf.reader_at(0);
-    let mut b = buf.reader_at(0);
+    let mut a = buf.reader_at(buf.cursor_at(0));
+    let mut b = buf.reader_at(buf.cursor_at(0));
     let mut mine = a.next().unwrap();
     mine.value.push(99);
     mine.value[0] = 0;
@@ -343,7 +343,7 @@ pub fn rule4_snapshot_then_subscribe_loses_nothing<B: Broadcast>() {
     assert_eq!(snapshot.revision, 3);
     buf.append(40).unwrap();
     buf.append(50).unwrap();
-    let mut r = buf.reader_at(snapshot.revision);
+    let mut r = buf.reader_at(buf.cursor_at(snapshot.revision));
     assert_eq!(
         r.try_next().unwrap(),
         Entry {
@@ -372,7 +372,7 @@ pub fn rule4_snapshot_evicted_before_subscribe_is_a_gap<B: Broadcast>() {
         buf.append(i * 10).unwrap();
     }
     // Retained 5..=6; revision 4 was lost between snapshot and subscribe.
-    let mut r = buf.reader_at(snapshot);
+    let mut r = buf.reader_at(buf.cursor_at(snapshot));
     assert_eq!(
         r.next(),
         Err(ReadError::Gap {
@@ -386,7 +386,7 @@ pub fn rule4_snapshot_evicted_before_subscribe_is_a_gap<B: Broadcast>() {
 pub fn rule4_reader_starts_at_tail_and_sees_only_new_values<B: Broadcast>() {
     let buf = filled::<B>(4, 2);
     let mut r = buf.reader();
-    assert_eq!(r.cursor(), 2);
+    assert_eq!(r.cursor().revision(), 2);
     assert_eq!(r.try_next(), Err(ReadError::Empty));
     buf.append(30).unwrap();
     assert_eq!(
@@ -458,7 +458,7 @@ pub fn rule6_close_is_idempotent_and_append_returns_the_value<B: Broadcast>() {
 pub fn rule6_readers_drain_then_closed<B: Broadcast>() {
     let buf = filled::<B>(4, 3);
     buf.close();
-    let mut r = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(0));
     for rev in 1..=3u64 {
         assert_eq!(r.next().unwrap().revision, rev);
     }
@@ -512,6 +512,9 @@ pub fn rule6_close_wakes_blocked_readers<B: Broadcast>() {
 }
 
 // ---- rule 7: generation ----
+
+// Cursors carrying the generation, seek, and the Stream form.
+pub use super::broadcast_cursor::*;
 
 pub fn rule7_generation_identifies_the_buffer_instance<B: Broadcast>() {
     let a = B::Buffer::<u8>::new(1);
@@ -599,7 +602,7 @@ pub fn reader_next_is_woken_by_an_append_from_another_thread<B: Broadcast>() {
         let handle = crew.spawn(s, move || {
             let first = r.next().unwrap();
             let second = block_on(r.next_async()).unwrap();
-            (first, second, r.cursor())
+            (first, second, r.cursor().revision())
         });
         buf.append(1u64).unwrap();
         buf.append(2u64).unwrap();
@@ -632,10 +635,10 @@ pub fn pending_async_reads_consume_nothing_when_dropped<B: Broadcast>() {
     let mut r = buf.reader();
     assert!(r.next_async().now_or_never().is_none());
     assert!(buf.read_async(0, 1).now_or_never().is_none());
-    assert_eq!(r.cursor(), 0);
+    assert_eq!(r.cursor().revision(), 0);
     buf.append(1).unwrap();
     assert_eq!(r.next_async().now_or_never().unwrap().unwrap().revision, 1);
-    assert_eq!(r.cursor(), 1);
+    assert_eq!(r.cursor().revision(), 1);
 }
 
 pub fn handles_are_send_sync_and_debug<B: Broadcast>() {
@@ -644,7 +647,7 @@ pub fn handles_are_send_sync_and_debug<B: Broadcast>() {
     let buf = B::Buffer::<String>::new(3);
     buf.append("x".to_string()).unwrap();
     send_sync(&buf);
-    let mut r = buf.reader_at(0);
+    let mut r = buf.reader_at(buf.cursor_at(0));
     send(&r);
     send(&r.next_async());
     send(&buf.read_async(0, 1));

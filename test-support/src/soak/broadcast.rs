@@ -133,7 +133,7 @@ fn read_all(
         ..
     } = spec;
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut reader = buf.reader_at(start);
+    let mut reader = buf.reader_at(buf.cursor_at(start));
     let mut cursor = start;
     let mut t = ReaderTally::default();
     loop {
@@ -191,7 +191,7 @@ fn read_all(
             form,
             ReadForm::Next | ReadForm::TryNext | ReadForm::NextAsync
         ) {
-            assert_eq!(reader.cursor(), cursor);
+            assert_eq!(reader.cursor().revision(), cursor);
         }
     }
 }
@@ -253,7 +253,7 @@ fn join_late(buf: &impl BufferApi<Tagged>, table: &Table) -> u64 {
             table.expect(&e);
             e.revision
         });
-        let mut reader = buf.reader_at(snapshot);
+        let mut reader = buf.reader_at(buf.cursor_at(snapshot));
         match reader.try_next() {
             Ok(e) => {
                 assert_eq!(e.revision, snapshot + 1);
