@@ -59,4 +59,4 @@ mod must_use_checks;
 
 pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use event::{Entry, Event};
-pub use stats::{HubStats, ReceiverStats};
+pub use stats::{HubStats, ReceiverInfo, ReceiverStats};

@@ -103,6 +103,8 @@ pub(crate) struct ReceiverConfig<K, V> {
     /// At most this many keys pending (`ReceiverBuilder::max_pending`); `None`:
     /// unbounded.
     pub(crate) max_pending: Option<usize>,
+    /// `ReceiverBuilder::name`, for `Hub::receivers` and watches.
+    pub(crate) name: Option<Arc<str>>,
 }
 
 impl<K, V> Default for ReceiverConfig<K, V> {
@@ -112,6 +114,7 @@ impl<K, V> Default for ReceiverConfig<K, V> {
             merge: None,
             snapshot: false,
             max_pending: None,
+            name: None,
         }
     }
 }
@@ -135,6 +138,11 @@ impl<K, V> ReceiverConfig<K, V> {
         F: Fn(V, V) -> Option<V> + Send + Sync + 'static,
     {
         self.merge = Some(Merge::With(Arc::new(merge)));
+        self
+    }
+
+    pub(crate) fn name(mut self, name: Arc<str>) -> Self {
+        self.name = Some(name);
         self
     }
 

@@ -115,8 +115,9 @@ impl<V> Tombstones<V> {
 /// for in their current life, and what it dropped because it had not.
 ///
 /// Memory: one key per key delivered and not since removed, so bounded by the
-/// live key set. The counters are written by the consumer only (a plain load
-/// and store) and read by `stats` from any thread.
+/// live key set. The counters (in [`Correction`], shared with every reader of
+/// the receiver's stats) are written by the consumer only (a plain load and
+/// store) and read by `stats` from any thread.
 pub(crate) struct Seen<K, V> {
     keys: HashSet<K, foldhash::fast::RandomState>,
     /// An event taken to drop a tombstone that `peek` saw at the head, which
@@ -124,12 +125,61 @@ pub(crate) struct Seen<K, V> {
     /// head, held for the next take. Counted delivered by the queue already.
     /// In a mutex only so that the receiver stays `Sync` for any `V: Send`:
     /// the consumer reaches it through `&mut` (`get_mut`, no locking); only
-    /// `len` and `stats`, through `&`, lock it.
+    /// `len`, through `&`, locks it (`stats` reads [`Correction`]).
     held: Mutex<Option<Event<K, V>>>,
+    /// What the receiver's stats must correct for, shared with the
+    /// receiver's shared part (so its watches and the hub's listing read it).
+    correction: Arc<Correction>,
+}
+
+/// What a consumer's [`Seen`] took from its queue without handing it on, for
+/// every reader of the receiver's stats: the receiver, its watches and
+/// `Hub::receivers` (the receiver's shared part holds it). Written by the
+/// consumer only (a plain load and store), read from any thread.
+#[derive(Debug, Default)]
+pub(crate) struct Correction {
     /// Tombstones taken and dropped (the receiver had not seen the life).
     dropped_events: AtomicU64,
     /// The sends folded into them (the tombstone and the values before it).
     dropped_sends: AtomicU64,
+    /// The held head's `sends` plus one; 0 while no head is held.
+    held: AtomicU64,
+}
+
+impl Correction {
+    /// The stats `read` returns (as the receiver's queue counts them), with
+    /// the dropped tombstones moved from delivered to annihilated (they were
+    /// taken from the queue but never handed to the consumer) and a held head
+    /// counted pending.
+    ///
+    /// These counters are read first (Acquire, pairing with the consumer's
+    /// Release stores, which follow the takes they count): the queue's
+    /// counters read after them include every take they count, so the
+    /// subtractions cannot underflow (saturating all the same: a head handed
+    /// on meanwhile was counted held here).
+    pub(crate) fn correct(&self, read: impl FnOnce() -> ReceiverStats) -> ReceiverStats {
+        let events = self.dropped_events.load(Ordering::Acquire);
+        let sends = self.dropped_sends.load(Ordering::Acquire);
+        let held = self.held.load(Ordering::Acquire);
+        let mut stats = read();
+        stats.delivered = stats.delivered.saturating_sub(events);
+        stats.folded = stats.folded.saturating_sub(sends);
+        stats.annihilated += sends;
+        if let Some(held_sends) = held.checked_sub(1) {
+            // Taken from the queue, not yet handed on: still pending.
+            stats.delivered = stats.delivered.saturating_sub(1);
+            stats.folded = stats.folded.saturating_sub(held_sends);
+            stats.pending += 1;
+            stats.pending_sends += held_sends;
+        }
+        stats
+    }
+
+    /// The consumer holds `head` (`Some`) or none.
+    fn hold(&self, head: Option<u64>) {
+        self.held
+            .store(head.map_or(0, |sends| sends + 1), Ordering::Release);
+    }
 }
 
 impl<K: Hash + Eq + Clone, V> Seen<K, V> {
@@ -144,11 +194,12 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
             // The consumer is the only writer. Release: pairs with the
             // Acquire loads in `correct`, so a reader that sees this drop
             // also sees the take that counted it delivered.
-            let sends = self.dropped_sends.load(Ordering::Relaxed);
-            self.dropped_sends
+            let c = &*self.correction;
+            let sends = c.dropped_sends.load(Ordering::Relaxed);
+            c.dropped_sends
                 .store(sends + event.sends, Ordering::Release);
-            let events = self.dropped_events.load(Ordering::Relaxed);
-            self.dropped_events.store(events + 1, Ordering::Release);
+            let events = c.dropped_events.load(Ordering::Relaxed);
+            c.dropped_events.store(events + 1, Ordering::Release);
             false
         } else {
             if !self.keys.contains(&event.key) {
@@ -172,6 +223,7 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
         mut pop: impl FnMut() -> Result<Event<K, V>, E>,
     ) -> Result<Event<K, V>, E> {
         if let Some(held) = self.held_mut().take() {
+            self.correction.hold(None);
             return Ok(held);
         }
         loop {
@@ -200,6 +252,7 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
         }
         out.truncate(at);
         if let Some(held) = self.held_mut().take() {
+            self.correction.hold(None);
             out.insert(start, held);
         }
         out.len() - start
@@ -230,6 +283,7 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
             let event = pop()?;
             if self.admit(&event, tombstones) {
                 *self.held_mut() = Some(event.clone());
+                self.correction.hold(Some(event.sends));
                 return Ok(event);
             }
         }
@@ -237,12 +291,13 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
 }
 
 impl<K, V> Seen<K, V> {
-    pub(crate) fn new() -> Self {
+    /// A record whose counts go to `correction` (the one the receiver's
+    /// shared part holds).
+    pub(crate) fn new(correction: Arc<Correction>) -> Self {
         Seen {
             keys: HashSet::default(),
             held: Mutex::new(None),
-            dropped_events: AtomicU64::new(0),
-            dropped_sends: AtomicU64::new(0),
+            correction,
         }
     }
 
@@ -255,29 +310,5 @@ impl<K, V> Seen<K, V> {
         // A panic never happens with the lock held (nothing but a move runs
         // under it), so poisoning is ignored.
         self.held.get_mut().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The stats `read` returns (as the receiver's queue counts them), with
-    /// the dropped tombstones moved from delivered to annihilated: they were
-    /// taken from the queue but never handed to the consumer.
-    ///
-    /// The drops are read first (Acquire, pairing with `admit`'s Release
-    /// stores): the queue's counters read after them include every take they
-    /// count, so the subtraction cannot underflow.
-    pub(crate) fn correct(&self, read: impl FnOnce() -> ReceiverStats) -> ReceiverStats {
-        let events = self.dropped_events.load(Ordering::Acquire);
-        let sends = self.dropped_sends.load(Ordering::Acquire);
-        let mut stats = read();
-        stats.delivered -= events;
-        stats.folded -= sends;
-        stats.annihilated += sends;
-        if let Some(held) = lock(&self.held).as_ref() {
-            // Taken from the queue, not yet handed on: still pending.
-            stats.delivered -= 1;
-            stats.folded -= held.sends;
-            stats.pending += 1;
-            stats.pending_sends += held.sends;
-        }
-        stats
     }
 }

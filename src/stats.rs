@@ -90,6 +90,36 @@ pub struct ReceiverStats {
 /// let s = hub.stats();
 /// assert_eq!((s.sent, s.refused, s.receivers), (2, 1, 1));
 /// ```
+///
+/// # Where the receivers went
+///
+/// `receivers` counts the receivers registered now, so it falls to 0 as the
+/// receivers of a closing hub drain: that is the end of a shutdown, not a
+/// leak. The other three receiver counts say how each registered receiver
+/// left, so that every receiver ever registered (born closed ones are never
+/// registered) is in exactly one of the four:
+///
+/// ```text
+/// registered == receivers + receivers_drained + receivers_dropped + receivers_hard_closed
+/// ```
+///
+/// ```
+/// use keybus::conflate::Hub;
+///
+/// let hub: Hub<&str, u32> = Hub::new();
+/// let tx = hub.sender();
+/// let mut done = hub.receiver();
+/// let gone = hub.receiver();
+/// tx.send("cpu", 1).unwrap();
+/// drop(gone); // left with "cpu" pending: its stats count that send as dropped
+/// hub.close_graceful();
+/// assert_eq!(done.recv().unwrap().key, "cpu");
+/// assert!(done.recv().is_err()); // drained: deregistered now
+///
+/// let s = hub.stats();
+/// assert_eq!(s.receivers, 0);
+/// assert_eq!((s.receivers_drained, s.receivers_dropped, s.receivers_hard_closed), (1, 1, 0));
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct HubStats {
@@ -98,8 +128,96 @@ pub struct HubStats {
     pub sent: u64,
     /// Sends that returned `Err` because the send side was closed.
     pub refused: u64,
-    /// Receivers live now: registered, not closed, not yet deregistered.
+    /// Receivers live now: registered, not closed, not yet deregistered. A
+    /// receiver leaves this count when it is closed or dropped, when a hard
+    /// close tears it down, and after a graceful close once it has delivered
+    /// everything and reported closed: 0 after a clean shutdown.
     pub receivers: u64,
+    /// Receivers that ended the graceful way: the send side closed, they
+    /// delivered everything pending, and a receive reported closed (which
+    /// deregisters them).
+    pub receivers_drained: u64,
+    /// Receivers closed ([`Receiver::close`](crate::conflate::Receiver::close))
+    /// or dropped by their owner before they drained to the end. Whatever was
+    /// pending at them then is in their
+    /// [`ReceiverStats::dropped`].
+    pub receivers_dropped: u64,
+    /// Receivers torn down by the hub's hard close
+    /// ([`Hub::close_now`](crate::conflate::Hub::close_now)); what was pending at
+    /// them is in their [`ReceiverStats::dropped`].
+    pub receivers_hard_closed: u64,
+}
+
+/// How a registered receiver left its hub, for the counts of [`HubStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Departure {
+    /// Drained after the graceful close, then reported closed.
+    Drained,
+    /// Closed or dropped by its owner before that.
+    Dropped,
+}
+
+/// The hub-side counts of departed receivers (`HubStats::receivers_*`).
+/// Written only under the lock that deregisters receivers (plain load and
+/// store, [`bump`]), read without it.
+#[derive(Debug, Default)]
+pub(crate) struct Departures {
+    drained: AtomicU64,
+    dropped: AtomicU64,
+    hard_closed: AtomicU64,
+}
+
+impl Departures {
+    /// One receiver left (caller holds the deregistering lock).
+    pub(crate) fn count(&self, how: Departure) {
+        match how {
+            Departure::Drained => bump(&self.drained, 1),
+            Departure::Dropped => bump(&self.dropped, 1),
+        }
+    }
+
+    /// `n` receivers torn down by a hard close (caller holds the lock).
+    pub(crate) fn count_hard_closed(&self, n: u64) {
+        bump(&self.hard_closed, n);
+    }
+
+    /// Fills in the three counts. Acquire pairs with [`bump`]'s Release.
+    pub(crate) fn fill(&self, stats: HubStats) -> HubStats {
+        HubStats {
+            receivers_drained: self.drained.load(Ordering::Acquire),
+            receivers_dropped: self.dropped.load(Ordering::Acquire),
+            receivers_hard_closed: self.hard_closed.load(Ordering::Acquire),
+            ..stats
+        }
+    }
+}
+
+/// One live receiver of a hub, as [`Hub::receivers`](crate::conflate::Hub::receivers)
+/// lists it: its number, its name, and its accounting (`stats.pending` keys
+/// and `stats.pending_sends` sends are its backlog).
+///
+/// ```
+/// use keybus::conflate::Hub;
+///
+/// let hub: Hub<&str, u32> = Hub::new();
+/// let _fast = hub.receiver_builder().name("fast").build();
+/// let _slow = hub.receiver_builder().name("slow").build();
+/// hub.sender().send("cpu", 1).unwrap();
+/// for rx in hub.receivers() {
+///     println!("{} {:?}: {} keys behind", rx.id, rx.name, rx.stats.pending);
+/// }
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReceiverInfo {
+    /// The receiver's number on its hub: receivers are numbered 0, 1, 2, … in
+    /// the order they are built (born closed ones take a number too). Never
+    /// reused on one hub.
+    pub id: u64,
+    /// The name given with `ReceiverBuilder::name`, if any.
+    pub name: Option<std::sync::Arc<str>>,
+    /// Its accounting as `Receiver::stats` would return it now.
+    pub stats: ReceiverStats,
 }
 
 impl ReceiverStats {
@@ -140,6 +258,46 @@ impl ReceiverStats {
             pending_sends: self.received.saturating_sub(settled),
             ..self
         }
+    }
+}
+
+/// What a receiver's consumer took and dropped, written only by the consumer
+/// (the `&mut` receive methods and the receiver's own close) with [`bump`],
+/// and read by any thread: the receiver's own `stats` and its watches. Kept
+/// apart from every counter a send writes, so the consumer's stores never
+/// touch a sender's line.
+#[derive(Debug, Default)]
+pub(crate) struct Consumed {
+    delivered: AtomicU64,
+    folded: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Consumed {
+    /// The consumer took `events` events folding `sends` sends. Stored after
+    /// the take, whose locks order it after the sends it counts: a reader that
+    /// sees these counts and then loads `received` finds those sends in it.
+    ///
+    /// `folded` first: a reader loads `delivered` first, so it never sees
+    /// more events than the sends they fold.
+    pub(crate) fn took(&self, events: u64, sends: u64) {
+        bump(&self.folded, sends);
+        bump(&self.delivered, events);
+    }
+
+    /// The consumer dropped values that folded `sends` sends.
+    pub(crate) fn dropped(&self, sends: u64) {
+        bump(&self.dropped, sends);
+    }
+
+    /// (delivered, folded, dropped). Acquire pairs with [`bump`]'s Release;
+    /// load these before `received`.
+    pub(crate) fn load(&self) -> (u64, u64, u64) {
+        (
+            self.delivered.load(Ordering::Acquire),
+            self.folded.load(Ordering::Acquire),
+            self.dropped.load(Ordering::Acquire),
+        )
     }
 }
 

@@ -97,6 +97,19 @@ conflate_conformance! {
         rule14_max_pending_refuses_new_keys_only_and_renumbers_nothing,
         rule14_max_pending_holds_under_concurrent_sends,
     }
+    shutdown::{
+        shutdown_close_graceful_from_the_hub_drains_then_closes,
+        shutdown_close_now_drops_what_is_pending_and_the_stats_say_so,
+        shutdown_deprecated_close_is_still_the_hard_close,
+        shutdown_receivers_closed_or_dropped_early_count_as_dropped,
+    }
+    observe::{
+        observe_watch_on_another_thread_sees_backlog_grow_and_shrink,
+        observe_race_watch_reads_while_sends_and_receives_run,
+        observe_hub_lists_exactly_the_live_receivers_with_their_backlog,
+        observe_watch_outlives_its_receiver,
+        observe_watch_and_listing_agree_with_the_receiver_under_tombstones,
+    }
     removal::{
         rule15_a_tombstone_removes_its_key_from_the_table,
         rule15_a_receiver_that_saw_the_life_gets_the_removal_once,
@@ -142,6 +155,8 @@ fn planted_panics_fail_instead_of_hanging() {
             "rule14_max_pending_holds_under_concurrent_sends",
             "rule14_bound_holds_after_a_cut_races_an_annihilating_merge",
             "rule14_snapshot_bound_holds_after_a_cut_races_a_panicking_merge",
+            "observe_watch_on_another_thread_sees_backlog_grow_and_shrink",
+            "observe_race_watch_reads_while_sends_and_receives_run",
             "rule15_race_every_consumer_view_converges_to_the_table",
         ],
         1,

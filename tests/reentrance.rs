@@ -105,8 +105,14 @@ macro_rules! reentrance_suite {
 
             #[test]
             fn closing_the_hub_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| h.close());
-                assert!(msg.contains("Hub::close"), "{msg}");
+                let msg = reentrant_message(|h| h.close_now());
+                assert!(msg.contains("Hub::close_now"), "{msg}");
+            }
+
+            #[test]
+            fn listing_the_receivers_from_a_merge_panics_with_the_call() {
+                let msg = reentrant_message(|h| drop(h.receivers()));
+                assert!(msg.contains("Hub::receivers"), "{msg}");
             }
 
             #[test]

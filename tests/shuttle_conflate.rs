@@ -299,7 +299,7 @@ fn hub_close_races_senders_and_consumers() {
             }
             tx
         });
-        hub.close();
+        hub.close_now();
         let tx = sender.join().unwrap();
         join_all(consumers);
         assert!(tx.send(9, 9).is_err());

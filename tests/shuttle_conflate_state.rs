@@ -88,7 +88,7 @@ fn snapshot_registrations_race_several_senders() {
             }
             assert_eq!(s.pending_sends, batch.iter().map(|e| e.sends).sum::<u64>());
             assert_conserved(&second);
-            hub.close();
+            hub.close_now();
             assert_eq!(first.try_recv(), Err(TryRecvError::Closed));
         },
         iterations(),

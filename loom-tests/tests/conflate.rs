@@ -344,7 +344,7 @@ fn hub_close_vs_send() {
         let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         let h2 = hub.clone();
         let sender = thread::spawn(move || tx.send(1, 1).is_ok());
-        let closer = thread::spawn(move || h2.close());
+        let closer = thread::spawn(move || h2.close_now());
         let _ = sender.join().unwrap();
         closer.join().unwrap();
         assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
@@ -366,7 +366,7 @@ fn hub_close_never_delivers_past_a_hole() {
         let sender = thread::spawn(move || {
             let _ = tx.send(b, 1);
         });
-        let closer = thread::spawn(move || h2.close());
+        let closer = thread::spawn(move || h2.close_now());
         let got: Vec<u32> = recv_until_closed(&mut rx).iter().map(|e| e.0).collect();
         sender.join().unwrap();
         closer.join().unwrap();

@@ -126,3 +126,42 @@ fn park_vs_push_exactly_one_side_sees_the_other() {
         }
     });
 }
+
+/// A watch walks the queue from the consumer's published head while the
+/// consumer pops every entry, leaving (and recycling) the first block. The
+/// walk sees a suffix of the entries, in order, each with its own start: the
+/// consumer cannot recycle a block the walker is in (it takes the published
+/// head's lock to leave a block), and the walker never starts behind the
+/// published position. Trap: a walk that reads a block the consumer reset
+/// (a cell id of 0 spins forever, another is garbage), or starts at a stale
+/// position in the wrong block.
+#[test]
+fn watch_walk_vs_consumer_leaving_a_block() {
+    loom::model(|| {
+        let q = Arc::new(QueueModel::default());
+        // Four entries: a block holds three, so the consumer leaves one.
+        for id in 0..4u32 {
+            q.push(id, u64::from(id) * 10);
+        }
+        let watcher = {
+            let q = q.clone();
+            thread::spawn(move || q.seen().expect("the consumer holds on"))
+        };
+        let mut head = QueueHead::default();
+        let mut popped = Vec::new();
+        while let Some(e) = q.pop(&mut head) {
+            popped.push(e);
+        }
+        let seen = watcher.join().unwrap();
+        let all: Vec<(u32, u64)> = (0..4u32).map(|id| (id, u64::from(id) * 10)).collect();
+        assert_eq!(popped, all);
+        assert!(
+            all.ends_with(&seen),
+            "a walk sees a suffix of the queue: {seen:?}"
+        );
+        match Arc::try_unwrap(q) {
+            Ok(q) => q.release(&head),
+            Err(_) => unreachable!("the watcher joined"),
+        }
+    });
+}

@@ -55,6 +55,15 @@ impl QueueModel {
         out
     }
 
+    /// The entries from the consumer's published head to the tail, as a
+    /// watch on another thread walks them; `None` once the consumer let go.
+    pub fn seen(&self) -> Option<Vec<(u32, u64)>> {
+        let mut out = Vec::new();
+        self.queue
+            .for_each_seen(|c, s| out.push((c, s)))
+            .then_some(out)
+    }
+
     /// Announces the consumer parks; `false` if a push got in first.
     pub fn park(&self, head: &QueueHead) -> bool {
         self.queue.park(&head.0)

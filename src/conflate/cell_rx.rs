@@ -11,8 +11,10 @@ use super::cells::Cells;
 use super::queue::{CellId, Head, Queue};
 use super::registry::RxId;
 use crate::event::Event;
-use crate::stats::ReceiverStats;
+use crate::removal::Correction;
+use crate::stats::{Consumed, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
+use crossbeam_utils::CachePadded;
 
 /// The shared part of a cell receiver: what sends reach.
 pub(crate) struct CellRx {
@@ -32,6 +34,14 @@ pub(crate) struct CellRx {
     /// written once, by the close that won).
     dropped_at_close: AtomicU64,
     walked_at_close: AtomicBool,
+    /// What the consumer took and dropped (written by it only; read by its
+    /// stats and its watches).
+    consumed: CachePadded<Consumed>,
+    /// The receiver's number and name (`Hub::receivers`, watches).
+    pub(crate) serial: u64,
+    pub(crate) name: Option<std::sync::Arc<str>>,
+    /// With tombstones: what the consumer's record took without handing on.
+    correction: Option<std::sync::Arc<Correction>>,
 }
 
 /// The consumer's side of a cell receiver (owned by its `Receiver`).
@@ -39,9 +49,6 @@ pub(crate) struct CellLocal<K, V> {
     head: Head,
     /// The cut epoch the consumer is in (it is the only one that moves it).
     epoch: u8,
-    delivered: u64,
-    folded: u64,
-    dropped: u64,
     /// The pending entries were given up (after a close): `head` is no longer
     /// the consumer's.
     let_go: bool,
@@ -55,9 +62,6 @@ impl<K, V> Default for CellLocal<K, V> {
         CellLocal {
             head: Head::default(),
             epoch: 0,
-            delivered: 0,
-            folded: 0,
-            dropped: 0,
             let_go: false,
             entries: Vec::new(),
             values: std::marker::PhantomData,
@@ -66,7 +70,12 @@ impl<K, V> Default for CellLocal<K, V> {
 }
 
 impl CellRx {
-    pub(crate) fn new(id: RxId) -> Self {
+    pub(crate) fn new(
+        id: RxId,
+        serial: u64,
+        name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<Correction>>,
+    ) -> Self {
         CellRx {
             id,
             queue: Queue::new(),
@@ -77,7 +86,65 @@ impl CellRx {
             abandoned: Mutex::new(None),
             dropped_at_close: AtomicU64::new(0),
             walked_at_close: AtomicBool::new(false),
+            consumed: CachePadded::new(Consumed::default()),
+            serial,
+            name,
+            correction,
         }
+    }
+
+    /// The receiver's accounting, from any thread (its own `stats` and its
+    /// watches): `received` is derived from what every send that reached it
+    /// became (a cell receiver counts nothing per send). The consumer's
+    /// counts are loaded before the walk of its published head, which it
+    /// stores before those counts: an entry taken is in the counts or still
+    /// walked, never in both (the sum may lag while the consumer runs).
+    pub(crate) fn stats<K, V>(&self, cells: &Cells<K, V>) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_stats(cells)),
+            None => self.queue_stats(cells),
+        }
+    }
+
+    /// [`Self::stats`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_stats<K, V>(&self, cells: &Cells<K, V>) -> ReceiverStats {
+        let (mut delivered, mut folded, mut dropped) = self.consumed.load();
+        let mut pending = 0;
+        let mut pending_sends = 0;
+        if self.walked_at_close.load(Ordering::Acquire) {
+            dropped += self.dropped_at_close.load(Ordering::Relaxed);
+        } else {
+            let closed = self.is_closed();
+            let walked = self.queue.for_each_seen(|cell, start| {
+                // Saturating: an entry the consumer takes meanwhile may name
+                // a cell reused since (its sequence only grows, but a reader
+                // must never panic).
+                let sends = cells.seq(cell).saturating_sub(start);
+                if closed {
+                    // Closed by the hub, entries not given up yet: dropped.
+                    dropped += sends;
+                } else {
+                    pending += 1;
+                    pending_sends += sends;
+                }
+            });
+            if !walked {
+                // Let go: what it dropped is counted by now (stored before
+                // the lock `for_each_seen` took said so).
+                (delivered, folded, dropped) = self.consumed.load();
+            }
+        }
+        ReceiverStats::derived(
+            folded + dropped + pending_sends,
+            0,
+            delivered,
+            folded,
+            0,
+            0,
+            dropped,
+            pending,
+        )
     }
 
     /// Marks the receiver closed; `true` the first time. AcqRel: as
@@ -133,8 +200,7 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         loop {
             let (cell, start) = rx.queue.pop(&mut self.head, rx.queue.tail())?;
             if let Some(event) = cells.take(cell, start, rx, self.epoch) {
-                self.delivered += 1;
-                self.folded += event.sends;
+                rx.consumed.took(1, event.sends);
                 return Some(event);
             }
             // Stale: a hard close cleared it meanwhile.
@@ -195,13 +261,12 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         if rx.is_closed() {
             // A hard close raced the cut: it falls after the close, which
             // abandons everything (as `RxCore::cut_into`).
-            self.dropped += sends;
+            rx.consumed.dropped(sends);
             out.truncate(start);
             return 0;
         }
         let batch = out.len() - start;
-        self.delivered += batch as u64;
-        self.folded += sends;
+        rx.consumed.took(batch as u64, sends);
         batch
     }
 }
@@ -255,46 +320,18 @@ impl<K, V> CellLocal<K, V> {
         // to clear marks that sends in flight set since.
         let counted = rx.walked_at_close.load(Ordering::Acquire);
         let end = rx.queue.tail();
+        let mut dropped = 0;
         while let Some((cell, start)) = rx.queue.pop(&mut self.head, end) {
             let sends = cells.forget(cell, start, rx.id);
             if !counted {
-                self.dropped += sends;
+                dropped += sends;
             }
         }
+        rx.consumed.dropped(dropped);
         self.let_go = true;
+        // Readers stop walking before the head is handed to the clean-up,
+        // which frees blocks without publishing anything.
+        rx.queue.let_go();
         *lock(&rx.abandoned) = Some(std::mem::take(&mut self.head));
-    }
-
-    /// The receiver's accounting: `received` is derived from what every send
-    /// that reached it became (a cell receiver counts nothing per send).
-    pub(crate) fn stats(&self, rx: &CellRx, cells: &Cells<K, V>) -> ReceiverStats {
-        let mut pending = 0;
-        let mut pending_sends = 0;
-        let mut dropped = self.dropped;
-        if rx.walked_at_close.load(Ordering::Acquire) {
-            dropped += rx.dropped_at_close.load(Ordering::Relaxed);
-        } else if !self.let_go {
-            let closed = rx.is_closed();
-            rx.queue.for_each_pending(&self.head, |cell, start| {
-                let sends = cells.seq(cell) - start;
-                if closed {
-                    // Closed by the hub, entries not given up yet: dropped.
-                    dropped += sends;
-                } else {
-                    pending += 1;
-                    pending_sends += sends;
-                }
-            });
-        }
-        ReceiverStats::derived(
-            self.folded + dropped + pending_sends,
-            0,
-            self.delivered,
-            self.folded,
-            0,
-            0,
-            dropped,
-            pending,
-        )
     }
 }

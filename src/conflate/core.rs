@@ -45,7 +45,8 @@ use super::slab::{pack, unpack, Entry, Keys, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
 use crate::event::Event;
 use crate::policy::{KeyFilter, Merge};
-use crate::stats::{bump, ReceiverStats};
+use crate::removal::Correction;
+use crate::stats::{bump, Consumed, ReceiverStats};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Notify, Ordering};
 use crossbeam_utils::CachePadded;
 use std::mem;
@@ -191,20 +192,14 @@ struct QueueCell {
 }
 
 /// The consumer's private state: tickets taken from the shared list in one swap
-/// (and the segment they were pushed in), an empty list to swap in at the next
-/// cut (kept to reuse its capacity), and how many values the consumer took.
-/// Pending = live - taken.
+/// (and the segment they were pushed in), and an empty list to swap in at the
+/// next cut (kept to reuse its capacity). What it took is counted in
+/// `RxCore::consumed`, where watches read it.
 #[derive(Default)]
 pub(crate) struct Local {
     private: TicketList,
     private_seg: u32,
     spare: TicketList,
-    taken: u64,
-    /// The sum of `sends` over the events taken (`ReceiverStats::folded`).
-    folded: u64,
-    /// Sends folded into values a cut claimed and then discarded because a hard
-    /// close raced it (counted in `ReceiverStats::dropped`).
-    dropped: u64,
 }
 
 pub(crate) struct RxCore<K, V> {
@@ -224,6 +219,15 @@ pub(crate) struct RxCore<K, V> {
     /// writes.
     tx_closed: AtomicBool,
     pub(crate) notify: Notify,
+    /// Values taken (`delivered`, so pending = live - delivered), the sends
+    /// folded into them, and the sends of values a cut claimed and then
+    /// discarded because a hard close raced it: written by the consumer only.
+    consumed: CachePadded<Consumed>,
+    /// The receiver's number and name (`Hub::receivers`, watches).
+    pub(crate) id: u64,
+    pub(crate) name: Option<std::sync::Arc<str>>,
+    /// With tombstones: what the consumer's record took without handing on.
+    correction: Option<std::sync::Arc<Correction>>,
 }
 
 fn event<K, V>(entry: Entry<K, V>) -> Event<K, V> {
@@ -231,7 +235,14 @@ fn event<K, V>(entry: Entry<K, V>) -> Event<K, V> {
 }
 
 impl<K, V> RxCore<K, V> {
-    pub(crate) fn new(filter: KeyFilter<K>, merge: Merge<V>, max_pending: Option<usize>) -> Self {
+    pub(crate) fn new(
+        filter: KeyFilter<K>,
+        merge: Merge<V>,
+        max_pending: Option<usize>,
+        id: u64,
+        name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<Correction>>,
+    ) -> Self {
         let park = !matches!(merge, Merge::NewerWins);
         RxCore {
             filter,
@@ -261,35 +272,50 @@ impl<K, V> RxCore<K, V> {
             closed: AtomicBool::new(false),
             tx_closed: AtomicBool::new(false),
             notify: Notify::new(),
+            consumed: CachePadded::new(Consumed::default()),
+            id,
+            name,
+            correction,
         }
     }
 
     /// The receiver's accounting, read without a lock (see `Shard` for why the
     /// settled counters are loaded before `received`: Acquire here pairs with
-    /// the Release of [`bump`]). `local` is the consumer's, so delivered and
-    /// folded are exact for this thread.
-    pub(crate) fn stats(&self, local: &Local) -> ReceiverStats {
+    /// the Release of [`bump`]). The consumer's counts are loaded first too:
+    /// its takes come after the sends they count. Any thread may call it (the
+    /// receiver's watches do).
+    pub(crate) fn stats(&self) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_stats()),
+            None => self.queue_stats(),
+        }
+    }
+
+    /// [`Self::stats`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_stats(&self) -> ReceiverStats {
         let sum = |field: fn(&Shard<K, V>) -> &AtomicU64| -> u64 {
             self.shards
                 .iter()
                 .map(|s| field(s).load(Ordering::Acquire))
                 .sum()
         };
+        let (delivered, folded, cut_dropped) = self.consumed.load();
         let annihilated = self.rare.annihilated.load(Ordering::Acquire);
         let overflowed = self.rare.overflowed.load(Ordering::Acquire);
-        let dropped = self.rare.dropped.load(Ordering::Acquire) + local.dropped;
+        let dropped = self.rare.dropped.load(Ordering::Acquire) + cut_dropped;
         let filtered = sum(|s| &s.filtered);
         let received = sum(|s| &s.received);
         let pending = if self.is_closed() {
             0
         } else {
-            self.len(local) as u64
+            self.len() as u64
         };
         ReceiverStats::derived(
             received,
             filtered,
-            local.taken,
-            local.folded,
+            delivered,
+            folded,
             annihilated,
             overflowed,
             dropped,
@@ -297,16 +323,18 @@ impl<K, V> RxCore<K, V> {
         )
     }
 
-    /// Pending keys, as the consumer sees them (exact when no send is in
-    /// progress). Acquire pairs with the Release stores under the queue lock.
-    pub(crate) fn len(&self, local: &Local) -> usize {
-        // One word, so the count cannot tear: values pushed and retired are
-        // netted under the queue lock, and `taken` is the consumer's own (no
-        // other thread changes it while `&self` is shared). `live >= taken` in
-        // every state the load can return: each value taken was pushed and not
-        // retired, and its push happened before the consumer took it.
+    /// Pending keys (exact when no send or receive is in progress; any
+    /// thread may ask). Acquire pairs with the Release stores under the queue
+    /// lock and with the consumer's store of its count.
+    pub(crate) fn len(&self) -> usize {
+        // `live` is one word, so it cannot tear: values pushed and retired
+        // are netted under the queue lock. The consumer's count is loaded
+        // first: each value it counts was pushed (under the queue lock, before
+        // the take) and is never retired, so the `live` loaded after it holds
+        // it. Saturating all the same: a reader must never panic.
+        let (taken, _, _) = self.consumed.load();
         let live = self.queue.live.load(Ordering::Acquire);
-        usize::try_from(live - local.taken).unwrap_or(usize::MAX)
+        usize::try_from(live.saturating_sub(taken)).unwrap_or(usize::MAX)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -474,8 +502,7 @@ impl<K, V> RxCore<K, V> {
                 None => return None,
             };
             if let Some(event) = self.claim(ticket, local.private_seg) {
-                local.taken += 1;
-                local.folded += event.sends;
+                self.consumed.took(1, event.sends);
                 return Some(event);
             }
             // A stale ticket: its value was annihilated after the ticket left the
@@ -587,12 +614,11 @@ impl<K, V> RxCore<K, V> {
             // A hard close raced the drain and may have cleared part of it: the
             // cut then falls after the close, which abandons everything. What
             // the cut had claimed is dropped, like what the close cleared.
-            local.dropped += sends;
+            self.consumed.dropped(sends);
             out.truncate(start);
             0
         } else {
-            local.taken += batch as u64;
-            local.folded += sends;
+            self.consumed.took(batch as u64, sends);
             batch
         }
     }

@@ -21,7 +21,7 @@
 //! let mem = rx.recv().unwrap();
 //! assert_eq!((mem.key, mem.value, mem.sends), ("mem", 70, 1));
 //!
-//! tx.close();
+//! hub.close_graceful(); // or `tx.close()`: the same send side
 //! assert!(rx.recv().is_err()); // drained, then closed
 //! ```
 //!
@@ -163,14 +163,22 @@
 //!
 //! | call | effect |
 //! |---|---|
-//! | [`Sender::close`], or dropping the hub and every sender | graceful: each receiver delivers everything pending, then reports closed (and deregisters itself) |
+//! | [`Hub::close_graceful`], [`Sender::close`], or dropping the hub and every sender | graceful: the send side closes; each receiver delivers everything pending, then reports closed (and deregisters itself) |
 //! | [`Receiver::close`], or dropping it | this receiver only: pending values dropped, deregistered now |
-//! | [`Hub::close`] | hard: send side and every receiver closed now, nothing drains; receivers made later are born closed |
+//! | [`Hub::close_now`] | hard: send side and every receiver closed now, nothing drains; receivers made later are born closed |
 //!
-//! All are idempotent. A send racing [`Sender::close`] either publishes (returns
+//! All are idempotent. A send racing a graceful close either publishes (returns
 //! `Ok` and every receiver delivers it before reporting closed) or returns `Err`
-//! and publishes nothing. A send racing [`Hub::close`] returns `Ok` or `Err`;
-//! nothing is leaked or left half-delivered.
+//! and publishes nothing. A send racing [`Hub::close_now`] returns `Ok` or `Err`;
+//! nothing is leaked or left half-delivered. ([`Hub::close`], the old name
+//! of the hard close, is deprecated.)
+//!
+//! [`HubStats`] says how the receivers left: `receivers` (live now) reaches 0
+//! after a clean shutdown, and `receivers_drained`, `receivers_dropped` and
+//! `receivers_hard_closed` tell a drain from a loss. To watch a receiver from
+//! another task while its consumer owns it, take a [`ReceiverWatch`]
+//! ([`Receiver::watch`]); [`Hub::receivers`] lists the live receivers with
+//! their backlog.
 //!
 //! Precedence on the receive side: closed beats empty beats a value for `try_*` and
 //! [`Receiver::peek`]; closed beats a timeout, and a zero or past deadline still
@@ -240,16 +248,18 @@ mod slab;
 mod state;
 pub(crate) mod stripes;
 mod tickets;
+mod watch;
 
 pub use crate::error::{RecvError, RecvTimeoutError, SendError, TryRecvError};
 pub use crate::event::Event;
-pub use crate::stats::{HubStats, ReceiverStats};
+pub use crate::stats::{HubStats, ReceiverInfo, ReceiverStats};
 pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;
+pub use watch::ReceiverWatch;
 
 use crate::hub_word::HubWord;
 use crate::policy::{no_state_table, KeyFilter, Merge, ReceiverConfig};
-use crate::removal::{Seen, Tombstones};
+use crate::removal::{Correction, Seen, Tombstones};
 use crate::sync::Arc;
 use cell_rx::CellLocal;
 use core::RxCore;
@@ -438,13 +448,95 @@ where
         }
     }
 
-    /// Hard close: the send side and every receiver close now, nothing drains, and
-    /// receivers made afterwards are born closed. Idempotent.
-    pub fn close(&self) {
+    /// Graceful close, from the hub: the send side closes (later sends return
+    /// `Err`), and every receiver still delivers everything pending, then
+    /// reports closed and deregisters. The same as [`Sender::close`] on any
+    /// sender of this hub. Idempotent; returns once every receiver was told
+    /// (a send still in flight finishes on its own, and receivers wait for
+    /// it).
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let mut rx = hub.receiver();
+    /// hub.sender().send("cpu", 1).unwrap();
+    /// hub.close_graceful();
+    /// assert!(hub.sender().send("cpu", 2).is_err());
+    /// assert_eq!(rx.recv().unwrap().value, 1); // still delivered
+    /// assert!(rx.recv().is_err()); // then closed
+    /// assert_eq!(hub.stats().receivers_drained, 1);
+    /// ```
+    pub fn close_graceful(&self) {
+        self.shared.close_tx();
+    }
+
+    /// Hard close: the send side and every receiver close now, nothing drains
+    /// (pending values are dropped and counted in each receiver's
+    /// [`ReceiverStats::dropped`]), and receivers made afterwards are born
+    /// closed. Idempotent. For a shutdown that delivers what is pending, use
+    /// [`close_graceful`](Self::close_graceful).
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let mut rx = hub.receiver();
+    /// hub.sender().send("cpu", 1).unwrap();
+    /// hub.close_now();
+    /// assert!(rx.recv().is_err()); // nothing drains
+    /// assert_eq!(rx.stats().dropped, 1);
+    /// assert_eq!(hub.stats().receivers_hard_closed, 1);
+    /// ```
+    pub fn close_now(&self) {
         self.shared.close_hub();
     }
 
-    /// Whether [`close`](Self::close) was called.
+    /// The hard close, under its old name: [`close_now`](Self::close_now).
+    #[deprecated(
+        since = "0.1.1",
+        note = "`Hub::close` is the hard close: call `close_now` for that, or `close_graceful` to let receivers drain"
+    )]
+    pub fn close(&self) {
+        self.close_now();
+    }
+
+    /// Every live receiver of this hub (registered, not closed, not yet
+    /// drained), in [`ReceiverInfo::id`] order, with its name and its
+    /// accounting: `stats.pending` keys and `stats.pending_sends` sends are
+    /// its backlog, readable without the receiver, which its consumer owns.
+    ///
+    /// Takes the registry lock (which registrations and deregistrations take,
+    /// never sends) for O(receivers) lock-free stats reads; a receiver of
+    /// every key with the hub's newer-wins merge walks its pending entries
+    /// (O(pending keys)). Allocates the `Vec`.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<u32, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut fast = hub.receiver_builder().name("fast").build();
+    /// let _slow = hub.receiver_builder().name("slow").build();
+    /// for k in 0..5 {
+    ///     tx.send(k, k).unwrap();
+    /// }
+    /// fast.try_recv_all().unwrap();
+    /// let behind: Vec<_> = hub
+    ///     .receivers()
+    ///     .into_iter()
+    ///     .map(|rx| (rx.name.as_deref().map(str::to_owned), rx.stats.pending))
+    ///     .collect();
+    /// assert_eq!(behind, [(Some("fast".into()), 0), (Some("slow".into()), 5)]);
+    /// ```
+    ///
+    /// # Panics
+    /// If called from user code running inside a send of this hub.
+    pub fn receivers(&self) -> Vec<ReceiverInfo> {
+        self.shared.receivers()
+    }
+
+    /// Whether the hard close ([`close_now`](Self::close_now)) was called.
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.shared.state.load().hub_closed()
@@ -660,6 +752,25 @@ where
         }
     }
 
+    /// Names the receiver, for [`Hub::receivers`] and
+    /// [`ReceiverWatch::name`] (an operator's alert can then say which
+    /// consumer fell behind). Names need not be unique. No cost on any send.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let rx = hub.receiver_builder().name("dashboard").build();
+    /// assert_eq!(rx.watch().name(), Some("dashboard"));
+    /// assert_eq!(hub.receivers()[0].name.as_deref(), Some("dashboard"));
+    /// ```
+    pub fn name(self, name: impl Into<std::sync::Arc<str>>) -> Self {
+        ReceiverBuilder {
+            config: self.config.name(name.into()),
+            ..self
+        }
+    }
+
     /// Starts the receiver with the hub's state table pending: every key in the
     /// table that passes this receiver's filter, with the table's value and
     /// `sends == 0`, in table order (at most [`max_pending`](Self::max_pending)
@@ -752,13 +863,24 @@ where
             merge,
             snapshot,
             max_pending,
+            name,
         } = self.config;
+        let serial = self.shared.next_serial();
+        // With tombstones, the consumer's record of what it saw corrects the
+        // stats; the receiver's shared part holds it for every reader.
+        let correction = self
+            .shared
+            .tombstones
+            .enabled()
+            .then(|| std::sync::Arc::new(Correction::default()));
         let shares_cells = matches!(filter, KeyFilter::All)
             && merge.is_none()
             && matches!(self.shared.merge, Merge::NewerWins)
             && max_pending.is_none();
         let kind = if shares_cells {
-            let rx = self.shared.register_cell(snapshot);
+            let rx = self
+                .shared
+                .register_cell(snapshot, serial, name, correction.clone());
             Kind::Cells(rx, CellLocal::default())
         } else {
             // The hub's merge keeps lives apart already (`Shared::new`).
@@ -766,7 +888,14 @@ where
                 Some(own) => self.shared.tombstones.across_lives(own),
                 None => self.shared.merge.clone(),
             };
-            let core = Arc::new(RxCore::new(filter.clone(), merge, max_pending));
+            let core = Arc::new(RxCore::new(
+                filter.clone(),
+                merge,
+                max_pending,
+                serial,
+                name,
+                correction.clone(),
+            ));
             if snapshot {
                 self.shared.register_own_snapshot(
                     &core,
@@ -778,11 +907,7 @@ where
             }
             Kind::Own(core, Default::default())
         };
-        let seen = self
-            .shared
-            .tombstones
-            .enabled()
-            .then(|| Box::new(Seen::new()));
+        let seen = correction.map(|c| Box::new(Seen::new(c)));
         Receiver {
             kind,
             seen,
@@ -799,6 +924,7 @@ impl<K, V> fmt::Debug for ReceiverBuilder<K, V> {
             .field("merge", &self.config.merge)
             .field("snapshot", &self.config.snapshot)
             .field("max_pending", &self.config.max_pending)
+            .field("name", &self.config.name)
             .finish()
     }
 }

@@ -33,7 +33,7 @@
 //! slot is installing the next block, and other producers wait for it.
 
 use crate::sync::{lock, snooze, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
-use crossbeam_utils::Backoff;
+use crossbeam_utils::{Backoff, CachePadded};
 use std::ptr;
 
 /// Positions per lap; the last one of each lap is the "next block" marker.
@@ -154,7 +154,39 @@ pub(crate) struct Queue {
     /// entries on each side, so the lock costs a fraction of an RMW per entry.
     #[allow(clippy::vec_box)] // blocks are handed out as `Box`es
     spares: Mutex<Vec<Box<Block>>>,
+    /// The consumer's head as other threads read it (a watch's stats).
+    seen: CachePadded<Seen>,
 }
+
+/// The consumer's head, published for readers on other threads: the position
+/// is stored after every move of the head (a plain Release store, on a line
+/// only the consumer writes); the block it is in changes, under `block`'s
+/// lock, only when the head leaves a block, which is the only time the
+/// consumer frees one. A reader holding the lock therefore walks blocks that
+/// stay live until it lets go (`Queue::for_each_seen`).
+struct Seen {
+    pos: AtomicU64,
+    block: Mutex<SeenBlock>,
+}
+
+/// The head's block as of its last block change.
+struct SeenBlock {
+    /// Null while the head is in the first block (then it is `first`).
+    block: *mut Block,
+    /// The first position of `block`'s lap.
+    lap_start: u64,
+    /// The end of the consumer's last cut (a position): the entries before
+    /// it are the cut's, whatever the published position says yet.
+    cut_end: u64,
+    /// The consumer let go of the queue (a close): its head is no longer
+    /// published, and the clean-up frees blocks without telling readers.
+    gone: bool,
+}
+
+// SAFETY: `block` is only an address, dereferenced by a reader under the lock
+// that keeps the consumer from freeing it (see `Seen`); the lock makes the
+// struct's moves between threads ordered.
+unsafe impl Send for SeenBlock {}
 
 /// Spare blocks kept per queue (about 3 KiB): enough for bursts of a few
 /// hundred new keys between two reads without allocating.
@@ -188,7 +220,57 @@ impl Queue {
             tail_block: AtomicPtr::new(ptr::null_mut()),
             first: AtomicPtr::new(ptr::null_mut()),
             spares: Mutex::new(Vec::new()),
+            seen: CachePadded::new(Seen {
+                pos: AtomicU64::new(0),
+                block: Mutex::new(SeenBlock {
+                    block: ptr::null_mut(),
+                    lap_start: 0,
+                    cut_end: 0,
+                    gone: false,
+                }),
+            }),
         }
+    }
+
+    /// Publishes the consumer's position. Release: a reader that loads it
+    /// (Acquire) after the consumer's later counts (see `Consumed::took`)
+    /// sees the head past what those counts hold.
+    #[inline]
+    fn publish(&self, head: &Head) {
+        self.seen.pos.store(head.pos, Ordering::Release);
+    }
+
+    /// The consumer let go of the queue: readers stop walking it (before the
+    /// clean-up may free blocks behind their back).
+    pub(crate) fn let_go(&self) {
+        lock(&self.seen.block).gone = true;
+    }
+
+    /// Visits the entries from the consumer's published head to the tail
+    /// without consuming them: any thread (a watch's stats). `false`, with
+    /// nothing visited, once the consumer let go. Holds the lock the consumer
+    /// takes to leave a block or start a cut while it walks, so the consumer
+    /// waits for it only if it does either meanwhile; producers never wait.
+    pub(crate) fn for_each_seen(&self, f: impl FnMut(CellId, u64)) -> bool {
+        let seen = lock(&self.seen.block);
+        if seen.gone {
+            return false;
+        }
+        // The tail first, then the position: a key the consumer took and a
+        // send pushed again before that tail was taken after the consumer
+        // published its position past the old entry (it publishes before it
+        // takes), so the old entry is skipped and only the new one walked.
+        let end = self.tail();
+        let skip = self.seen.pos.load(Ordering::Acquire).max(seen.cut_end);
+        // From the start of the consumer's block (which it cannot leave, so
+        // not free, while this lock is held), skipping what it has read and
+        // what its last cut owns: both may lie laps ahead of the block.
+        let head = Head {
+            pos: seen.lap_start,
+            block: seen.block,
+        };
+        self.walk(&head, end, count(skip), f);
+        true
     }
 
     /// A block for a producer: a spare if there is one, else a new one.
@@ -361,8 +443,17 @@ impl Queue {
     /// its epoch is the cut's). AcqRel: the cut's instant in the tail word's
     /// modification order; Release so a producer landing in the new epoch
     /// sees what the consumer stored before (its announced epoch).
+    ///
+    /// The cut's end is published with the instant, under the published
+    /// head's lock: a reader walking the queue then skips the cut's entries
+    /// (a key of the cut sent again after the instant has a second entry,
+    /// past the end; the first is the cut's to take), and one that walked
+    /// before the instant saw no entry of the next epoch.
     pub(crate) fn start_cut(&self) -> Tail {
-        Tail(self.tail.fetch_add(1 << EPOCH_SHIFT, Ordering::AcqRel))
+        let mut seen = lock(&self.seen.block);
+        let before = Tail(self.tail.fetch_add(1 << EPOCH_SHIFT, Ordering::AcqRel));
+        seen.cut_end = before.pos();
+        before
     }
 
     /// Announces that the consumer is about to park, if the queue is still
@@ -410,6 +501,7 @@ impl Queue {
             let c = block.cells[i].load(Ordering::Acquire);
             if c != 0 {
                 head.pos += 1;
+                self.publish(head);
                 return Some((c - 1, block.starts[i].load(Ordering::Relaxed)));
             }
         }
@@ -446,12 +538,22 @@ impl Queue {
                 // SAFETY: `head.block` is live: only the consumer frees blocks,
                 // and it frees this one here, once.
                 let next = unsafe { (*head.block).wait_next() };
-                // SAFETY: every producer that claimed a slot in this block has
-                // written it (the consumer read them all) and touches the
-                // block no more; the next block is linked.
-                self.recycle(unsafe { Box::from_raw(head.block) });
+                let old = head.block;
                 head.block = next;
                 head.pos += 1;
+                {
+                    // Readers walking from the old block hold this lock: wait
+                    // for them before freeing it.
+                    let mut seen = lock(&self.seen.block);
+                    seen.block = next;
+                    seen.lap_start = head.pos;
+                }
+                self.publish(head);
+                // SAFETY: every producer that claimed a slot in this block has
+                // written it (the consumer read them all) and touches the
+                // block no more; the next block is linked; no reader can
+                // still see it (the block change above).
+                self.recycle(unsafe { Box::from_raw(old) });
                 continue;
             }
             // SAFETY: as above.
@@ -459,6 +561,7 @@ impl Queue {
             let entry = block.wait_entry(offset as usize);
             if consume {
                 head.pos += 1;
+                self.publish(head);
             }
             return Some(entry);
         }
@@ -489,17 +592,25 @@ impl Queue {
                 out.push(block.wait_entry(i));
             }
             head.pos += in_block;
+            self.publish(head);
         }
     }
 
-    /// Visits the entries from `head` to the tail without consuming them (the
-    /// consumer's stats read). Consumer only.
-    pub(crate) fn for_each_pending(&self, head: &Head, mut f: impl FnMut(CellId, u64)) {
+    /// Visits the entries from `head` to the tail without consuming them.
+    /// The consumer, or a reader holding the published head's lock
+    /// (`for_each_seen`): either way no block from `head` on is freed
+    /// meanwhile.
+    pub(crate) fn for_each_pending(&self, head: &Head, f: impl FnMut(CellId, u64)) {
+        self.walk(head, self.tail(), 0, f);
+    }
+
+    /// Visits the entries from `head` up to `end`, but for those before
+    /// `skip` entries (a count, see [`count`]), without consuming any.
+    fn walk(&self, head: &Head, end: Tail, skip: u64, mut f: impl FnMut(CellId, u64)) {
         let mut h = Head {
             pos: head.pos,
             block: head.block,
         };
-        let end = self.tail();
         // Walks with a copy of the head and must not free blocks: stop at a
         // block boundary instead of passing it, then step by hand.
         loop {
@@ -515,15 +626,17 @@ impl Queue {
             let offset = h.pos % LAP;
             if offset == BLOCK_CAP {
                 // SAFETY: the block is live (only the consumer frees blocks,
-                // and it is the caller).
+                // and it is the caller or waits for the caller's lock).
                 h.block = unsafe { (*h.block).wait_next() };
                 h.pos += 1;
                 continue;
             }
             // SAFETY: as above.
             let block = unsafe { &*h.block };
-            let (cell, start) = block.wait_entry(offset as usize);
-            f(cell, start);
+            if count(h.pos) >= skip {
+                let (cell, start) = block.wait_entry(offset as usize);
+                f(cell, start);
+            }
             h.pos += 1;
         }
     }

@@ -9,11 +9,12 @@
 use super::cell_rx::{CellLocal, CellRx};
 use super::core::{Local, RxCore};
 use super::shared::Shared;
+use super::watch::{ReceiverWatch, Target};
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
 use crate::hub_word::HubWord;
 use crate::removal::Seen;
-use crate::stats::ReceiverStats;
+use crate::stats::{Departure, ReceiverStats};
 use crate::sync::{Arc, Listener, Notify};
 use crate::wait;
 use futures_core::Stream;
@@ -67,7 +68,7 @@ impl<K, V> Kind<K, V> {
 
     fn len(&self) -> usize {
         match self {
-            Kind::Own(core, local) => core.len(local),
+            Kind::Own(core, _) => core.len(),
             Kind::Cells(rx, local) => local.len(rx),
         }
     }
@@ -75,18 +76,18 @@ impl<K, V> Kind<K, V> {
     /// Closes this receiver only (if not closed yet): deregisters it and drops
     /// what is pending. A cell receiver's entries are its consumer's to walk:
     /// they are given up by [`Kind::settle_closed`] (the next receive, or the
-    /// drop).
-    fn close(&self, shared: &Shared<K, V>) {
+    /// drop). `how`: for the hub's count of departed receivers.
+    fn close(&self, shared: &Shared<K, V>, how: Departure) {
         match self {
             Kind::Own(core, _) => {
                 if core.close() {
-                    shared.deregister_own(core);
+                    shared.deregister_own(core, how);
                     core.clear();
                 }
             }
             Kind::Cells(rx, local) => {
                 if rx.close() {
-                    shared.deregister_cell(rx);
+                    shared.deregister_cell(rx, how);
                     local.give_up_at_close(rx, &shared.cells);
                 }
             }
@@ -211,7 +212,7 @@ where
     K: Hash + Eq + Clone,
     V: Clone,
 {
-    /// The receiver is done if it was closed (by itself or by `Hub::close`), or
+    /// The receiver is done if it was closed (by itself or by `Hub::close_now`), or
     /// the send side closed, no send is in flight, and nothing is pending.
     ///
     /// A value found is returned without reading the hub's state: the
@@ -248,7 +249,7 @@ where
         }
         if quiescent {
             // Drained after a graceful close: deregister now (conflate rule 7).
-            self.kind.close(self.shared);
+            self.kind.close(self.shared, Departure::Drained);
             self.kind.settle_closed(self.shared);
             return Err(RecvError);
         }
@@ -489,7 +490,7 @@ where
         // Checked before anything changes, so a re-entrant call leaves the
         // receiver as it was (see `reentrancy.rs`).
         crate::reentrancy::forbid_inside_send(&*self.shared, "Receiver::close");
-        self.kind.close(&self.shared);
+        self.kind.close(&self.shared, Departure::Dropped);
     }
 
     /// What became of the sends that reached this receiver; see
@@ -517,14 +518,45 @@ where
     /// ```
     #[must_use]
     pub fn stats(&self) -> ReceiverStats {
-        let read = || match &self.kind {
-            Kind::Own(core, local) => core.stats(local),
-            Kind::Cells(rx, local) => local.stats(rx, &self.shared.cells),
-        };
-        match &self.seen {
-            Some(seen) => seen.correct(read),
-            None => read(),
+        match &self.kind {
+            Kind::Own(core, _) => core.stats(),
+            Kind::Cells(rx, _) => rx.stats(&self.shared.cells),
         }
+    }
+
+    /// A read-only view of this receiver for another task or thread: its
+    /// [`stats`](ReceiverWatch::stats) (the counters this receiver's own
+    /// [`stats`](Self::stats) reads), its name and whether it is closed. An
+    /// operator's loop holds it while the consumer owns the receiver.
+    ///
+    /// Cheap: one allocation here, one reference count per clone; watching
+    /// adds nothing to any send. A watch outlives its receiver (it then
+    /// reports the final stats and closed) and never keeps the send side
+    /// open.
+    ///
+    /// ```
+    /// use keybus::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let tx = hub.sender();
+    /// let mut rx = hub.receiver_builder().name("indexer").build();
+    /// let watch = rx.watch();
+    /// tx.send("cpu", 1).unwrap();
+    /// tx.send("mem", 2).unwrap();
+    /// // Another thread sees the backlog without the receiver.
+    /// let w = watch.clone();
+    /// let seen = std::thread::spawn(move || w.stats().pending).join().unwrap();
+    /// assert_eq!(seen, 2);
+    /// rx.try_recv_all().unwrap();
+    /// assert_eq!(watch.stats().pending, 0);
+    /// assert_eq!(watch.name(), Some("indexer"));
+    /// ```
+    pub fn watch(&self) -> ReceiverWatch<K, V> {
+        let target = match &self.kind {
+            Kind::Own(core, _) => Target::Own(core.clone()),
+            Kind::Cells(rx, _) => Target::Cells(rx.clone()),
+        };
+        ReceiverWatch::new(self.shared.clone(), target)
     }
 }
 
@@ -624,7 +656,7 @@ impl<K, V> Drop for Receiver<K, V> {
             }
             return;
         }
-        self.kind.close(&self.shared);
+        self.kind.close(&self.shared, Departure::Dropped);
         self.kind.settle_closed(&self.shared);
     }
 }

@@ -174,7 +174,7 @@ where
     }
 
     /// Whether the send side is closed (by [`close`](Self::close), by
-    /// [`Hub::close`](super::Hub::close), or by dropping every hub and sender).
+    /// [`Hub::close_now`](super::Hub::close_now), or by dropping every hub and sender).
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.shared.state.load().tx_closed()

@@ -13,7 +13,7 @@ use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge};
 use crate::reentrancy::{forbid_inside_send, SendScope};
 use crate::removal::Tombstones;
-use crate::stats::HubStats;
+use crate::stats::{Departure, Departures, HubStats, ReceiverInfo};
 use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use std::hash::{BuildHasher, Hash};
@@ -36,7 +36,7 @@ thread_local! {
 /// and grace periods. No send takes it (but a send that leaves after a close,
 /// to wake the receivers).
 pub(crate) struct WriterState<K, V> {
-    /// Set by `Hub::close`: receivers made afterwards are born closed.
+    /// Set by `Hub::close_now`: receivers made afterwards are born closed.
     closed: bool,
     list: Writer<K, V>,
 }
@@ -65,6 +65,11 @@ pub(crate) struct Shared<K, V> {
     handles: AtomicUsize,
     /// Refused sends (rare: one shared counter).
     refused: AtomicU64,
+    /// How registered receivers left (`HubStats::receivers_*`), written under
+    /// the writer lock.
+    departures: Departures,
+    /// The next receiver's number (`ReceiverInfo::id`), taken at build.
+    serials: AtomicU64,
 }
 
 /// Clears `QUIESCE` when a snapshot registration ends, also by a panic in the
@@ -101,7 +106,42 @@ impl<K, V> Shared<K, V> {
             cell_receivers: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
             refused: AtomicU64::new(0),
+            departures: Departures::default(),
+            serials: AtomicU64::new(0),
         }
+    }
+
+    /// A number for a receiver being built. Relaxed: a unique count, nothing
+    /// is published through it.
+    pub(crate) fn next_serial(&self) -> u64 {
+        self.serials.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Every live (listed) receiver with its accounting, in number order.
+    /// Under the writer lock, so the list is one instant of the registry; the
+    /// stats are lock-free reads (a cell receiver's walks its pending
+    /// entries, O(pending)). Sends never wait for it.
+    pub(crate) fn receivers(&self) -> Vec<ReceiverInfo> {
+        forbid_inside_send(self, "Hub::receivers");
+        let w = self.lock_writer();
+        let mut out: Vec<ReceiverInfo> = w
+            .list
+            .own_cores()
+            .into_iter()
+            .map(|core| ReceiverInfo {
+                id: core.id,
+                name: core.name.clone(),
+                stats: core.stats(),
+            })
+            .chain(w.list.cell_rxs().into_iter().map(|rx| ReceiverInfo {
+                id: rx.serial,
+                name: rx.name.clone(),
+                stats: rx.stats(&self.cells),
+            }))
+            .collect();
+        drop(w);
+        out.sort_by_key(|info| info.id);
+        out
     }
 
     /// A refused send: counted, key and value handed back.
@@ -118,6 +158,7 @@ impl<K, V> Shared<K, V> {
             sent: self.stripes.sent(),
             refused: self.refused.load(Ordering::Relaxed),
             receivers: self.state.load().receivers(),
+            ..self.departures.fill(HubStats::default())
         }
     }
 
@@ -184,14 +225,20 @@ impl<K, V> Shared<K, V> {
 
     /// Makes and lists a cell receiver (born with the table pending if
     /// `snapshot`), or one born closed.
-    pub(crate) fn register_cell(&self, snapshot: bool) -> Arc<CellRx>
+    pub(crate) fn register_cell(
+        &self,
+        snapshot: bool,
+        serial: u64,
+        name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<crate::removal::Correction>>,
+    ) -> Arc<CellRx>
     where
         K: Eq + Clone,
         V: Clone,
     {
         forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
-        let rx = Arc::new(CellRx::new(w.list.next_cell_id()));
+        let rx = Arc::new(CellRx::new(w.list.next_cell_id(), serial, name, correction));
         if self.born_closed(&w) {
             rx.close();
             return rx;
@@ -256,20 +303,22 @@ impl<K, V> Shared<K, V> {
         self.state.add_receiver();
     }
 
-    pub(crate) fn deregister_own(&self, core: &RxCore<K, V>) {
+    pub(crate) fn deregister_own(&self, core: &RxCore<K, V>, how: Departure) {
         let mut w = self.lock_writer();
         if w.list.deregister_own(&self.registry, core) {
             self.state.remove_receiver();
+            self.departures.count(how);
         }
         self.maybe_collect(w);
     }
 
-    pub(crate) fn deregister_cell(&self, rx: &CellRx) {
+    pub(crate) fn deregister_cell(&self, rx: &CellRx, how: Departure) {
         let mut w = self.lock_writer();
         if w.list.deregister_cell(rx) {
             self.count_cell_receivers(&w);
             self.tick();
             self.state.remove_receiver();
+            self.departures.count(how);
         }
         // No collection here: the consumer lets go of its entries next (it
         // walks them, clearing their marks), then `let_go` collects, so the
@@ -325,12 +374,14 @@ impl<K, V> Shared<K, V> {
 
     /// Hard close: the send side and every receiver, now; nothing drains.
     pub(crate) fn close_hub(&self) {
-        forbid_inside_send(self, "Hub::close");
+        forbid_inside_send(self, "Hub::close_now");
         self.state.close_hub();
         let (own, cells) = {
             let mut w = self.lock_writer();
             w.closed = true;
             let listed = w.list.clear(&self.registry);
+            self.departures
+                .count_hard_closed((listed.0.len() + listed.1.len()) as u64);
             self.count_cell_receivers(&w);
             self.state.clear_receivers();
             self.tick();

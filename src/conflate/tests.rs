@@ -137,7 +137,7 @@ fn hard_close_during_sends_frees_everything() {
             let _ = tx.send(k, t.clone());
         }
     });
-    hub.close();
+    hub.close_now();
     sender.join().unwrap();
     assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
     drop((rx, hub));

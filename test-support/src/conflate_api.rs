@@ -34,7 +34,8 @@
 
 use futures_core::Stream;
 use keybus::{
-    Event, HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError,
+    Event, HubStats, ReceiverInfo, ReceiverStats, RecvError, RecvTimeoutError, SendError,
+    TryRecvError,
 };
 use std::fmt::Debug;
 use std::future::Future;
@@ -69,6 +70,8 @@ pub type Sender<I, K, V> = <Hub<I, K, V> as HubApi<K, V>>::Sender;
 pub type Receiver<I, K, V> = <Hub<I, K, V> as HubApi<K, V>>::Receiver;
 /// `I`'s `ReceiverBuilder<K, V>`.
 pub type ReceiverBuilder<I, K, V> = <Hub<I, K, V> as HubApi<K, V>>::ReceiverBuilder;
+/// `I`'s `ReceiverWatch<K, V>`.
+pub type ReceiverWatch<I, K, V> = <Receiver<I, K, V> as ReceiverApi<K, V>>::Watch;
 
 /// `Hub<K, V>`: construction, state table, handles, hard close.
 pub trait HubApi<K: Key, V: Value>:
@@ -103,8 +106,15 @@ pub trait HubApi<K: Key, V: Value>:
     fn receiver(&self) -> Self::Receiver;
     /// `Hub::receiver_builder`.
     fn receiver_builder(&self) -> Self::ReceiverBuilder;
-    /// `Hub::close`.
+    /// `Hub::close`, the deprecated name of [`HubApi::close_now`].
+    #[deprecated(note = "`Hub::close` is deprecated: call `close_now` or `close_graceful`")]
     fn close(&self);
+    /// `Hub::close_now`.
+    fn close_now(&self);
+    /// `Hub::close_graceful`.
+    fn close_graceful(&self);
+    /// `Hub::receivers`.
+    fn receivers(&self) -> Vec<ReceiverInfo>;
     /// `Hub::is_closed`.
     fn is_closed(&self) -> bool;
 }
@@ -155,6 +165,8 @@ pub trait ReceiverBuilderApi<K: Key, V: Value>: Debug + Sized {
     fn snapshot(self) -> Self;
     /// `ReceiverBuilder::max_pending`.
     fn max_pending(self, n: usize) -> Self;
+    /// `ReceiverBuilder::name`.
+    fn name(self, name: impl Into<std::sync::Arc<str>>) -> Self;
     /// `ReceiverBuilder::build`.
     fn build(self) -> Self::Receiver;
 }
@@ -163,6 +175,8 @@ pub trait ReceiverBuilderApi<K: Key, V: Value>: Debug + Sized {
 pub trait ReceiverApi<K: Key, V: Value>:
     Stream<Item = Event<K, V>> + Debug + Send + Sync + Unpin + Sized + 'static
 {
+    /// `ReceiverWatch<K, V>`.
+    type Watch: ReceiverWatchApi;
     /// `Receiver::recv`.
     fn recv(&mut self) -> Result<Event<K, V>, RecvError>;
     /// `Receiver::recv_timeout`.
@@ -191,6 +205,20 @@ pub trait ReceiverApi<K: Key, V: Value>:
     fn is_empty(&self) -> bool;
     /// `Receiver::stats`.
     fn stats(&self) -> ReceiverStats;
+    /// `Receiver::watch`.
+    fn watch(&self) -> Self::Watch;
+}
+
+/// `ReceiverWatch<K, V>`.
+pub trait ReceiverWatchApi: Clone + Debug + Send + Sync + 'static {
+    /// `ReceiverWatch::stats`.
+    fn stats(&self) -> ReceiverStats;
+    /// `ReceiverWatch::name`.
+    fn name(&self) -> Option<&str>;
+    /// `ReceiverWatch::id`.
+    fn id(&self) -> u64;
+    /// `ReceiverWatch::is_closed`.
+    fn is_closed(&self) -> bool;
 }
 
 /// Implements the traits above for the module at path `$m`, which must expose
@@ -228,7 +256,11 @@ macro_rules! conflate_api_impl {
             fn sender(&self) -> Self::Sender { self.sender() }
             fn receiver(&self) -> Self::Receiver { self.receiver() }
             fn receiver_builder(&self) -> Self::ReceiverBuilder { self.receiver_builder() }
+            #[allow(deprecated)]
             fn close(&self) { self.close() }
+            fn close_now(&self) { self.close_now() }
+            fn close_graceful(&self) { self.close_graceful() }
+            fn receivers(&self) -> Vec<ReceiverInfo> { self.receivers() }
             fn is_closed(&self) -> bool { self.is_closed() }
         }
 
@@ -275,10 +307,13 @@ macro_rules! conflate_api_impl {
             }
             fn snapshot(self) -> Self { self.snapshot() }
             fn max_pending(self, n: usize) -> Self { self.max_pending(n) }
+            fn name(self, name: impl Into<std::sync::Arc<str>>) -> Self { self.name(name) }
             fn build(self) -> Self::Receiver { self.build() }
         }
 
         impl<K: Key, V: Value> ReceiverApi<K, V> for $($m)::+::Receiver<K, V> {
+            type Watch = $($m)::+::ReceiverWatch<K, V>;
+
             fn recv(&mut self) -> Result<Event<K, V>, RecvError> { self.recv() }
             fn recv_timeout(&mut self, timeout: Duration) -> Result<Event<K, V>, RecvTimeoutError> {
                 self.recv_timeout(timeout)
@@ -301,6 +336,14 @@ macro_rules! conflate_api_impl {
             fn len(&self) -> usize { self.len() }
             fn is_empty(&self) -> bool { self.is_empty() }
             fn stats(&self) -> ReceiverStats { self.stats() }
+            fn watch(&self) -> Self::Watch { self.watch() }
+        }
+
+        impl<K: Key, V: Value> ReceiverWatchApi for $($m)::+::ReceiverWatch<K, V> {
+            fn stats(&self) -> ReceiverStats { self.stats() }
+            fn name(&self) -> Option<&str> { self.name() }
+            fn id(&self) -> u64 { self.id() }
+            fn is_closed(&self) -> bool { self.is_closed() }
         }
     };
 }

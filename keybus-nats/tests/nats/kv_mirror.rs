@@ -116,7 +116,7 @@ async fn a_table_mirror_starts_with_the_table_and_deletes_annihilated_keys() {
     assert_eq!(now["pre.1"], "11");
     // 24 even keys besides pre.0 went to zero, and "gone" never had a put.
     assert_eq!(stats.deletes, 25);
-    hub.close();
+    hub.close_now();
 }
 
 /// Refuses one value, to exercise the encode-error path.

@@ -6,7 +6,7 @@ use super::shared::Shared;
 use crate::hub_word::HubWord;
 use crate::policy::{no_state_table, Merge, ReceiverConfig};
 use crate::removal::Tombstones;
-use crate::stats::HubStats;
+use crate::stats::{HubStats, ReceiverInfo};
 use crate::sync::Arc;
 use std::fmt;
 use std::hash::Hash;
@@ -185,19 +185,80 @@ impl<K, V> Hub<K, V> {
         &self.side.shared
     }
 
+    /// Graceful close, from the hub: the send side closes, and every receiver
+    /// still delivers what is pending for it, then answers `Closed` (and
+    /// deregisters). The same as [`Sender::close`]. Idempotent; takes the hub
+    /// mutex once, O(receivers).
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let mut rx = hub.receiver();
+    /// hub.sender().send("cpu", 1).unwrap();
+    /// hub.close_graceful();
+    /// assert_eq!(rx.recv().unwrap().value, 1); // still delivered
+    /// assert!(rx.recv().is_err()); // then closed
+    /// assert_eq!(hub.stats().receivers_drained, 1);
+    /// ```
+    pub fn close_graceful(&self) {
+        self.side.shared.close_send();
+    }
+
     /// Hard close: the send side and every receiver close now. Nothing drains:
-    /// pending values are dropped and every receive answers `Closed`; receivers
-    /// made afterwards are born closed. Idempotent; safe to race with `send`
-    /// (the send returns `Ok` or `Err`, and is delivered to all receivers or
-    /// none before they are torn down).
+    /// pending values are dropped (counted in each receiver's
+    /// [`ReceiverStats::dropped`](crate::ReceiverStats::dropped)) and every
+    /// receive answers `Closed`; receivers made afterwards are born closed.
+    /// Idempotent; safe to race with `send` (the send returns `Ok` or `Err`,
+    /// and is delivered to all receivers or none before they are torn down).
     ///
     /// Takes the hub mutex once; O(receivers), and the dropped values are
     /// dropped after the mutex is released.
-    pub fn close(&self) {
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let mut rx = hub.receiver();
+    /// hub.sender().send("cpu", 1).unwrap();
+    /// hub.close_now();
+    /// assert!(rx.recv().is_err()); // nothing drains
+    /// assert_eq!(rx.stats().dropped, 1);
+    /// ```
+    pub fn close_now(&self) {
         self.side.shared.close_hub();
     }
 
-    /// Whether [`Hub::close`] has run. One atomic load; never blocks.
+    /// The hard close, under its old name: [`close_now`](Self::close_now).
+    #[deprecated(
+        since = "0.1.1",
+        note = "`Hub::close` is the hard close: call `close_now` for that, or `close_graceful` to let receivers drain"
+    )]
+    pub fn close(&self) {
+        self.close_now();
+    }
+
+    /// Every registered receiver, in [`ReceiverInfo::id`] order, with its name
+    /// and accounting (`stats.pending` and `stats.pending_sends` are its
+    /// backlog). One hold of the hub mutex, O(receivers) counter reads.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<u32, u32> = Hub::new();
+    /// let _slow = hub.receiver_builder().name("slow").build();
+    /// hub.sender().send(1, 1).unwrap();
+    /// let all = hub.receivers();
+    /// assert_eq!((all[0].name.as_deref(), all[0].stats.pending), (Some("slow"), 1));
+    /// ```
+    ///
+    /// # Panics
+    /// If called from user code running inside a send of this hub.
+    pub fn receivers(&self) -> Vec<ReceiverInfo> {
+        self.side.shared.receivers()
+    }
+
+    /// Whether [`Hub::close_now`] has run. One atomic load; never blocks.
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.side.shared.state.load().hub_closed()
@@ -326,6 +387,7 @@ impl<K, V> fmt::Debug for ReceiverBuilder<K, V> {
             .field("merge", &self.config.merge)
             .field("snapshot", &self.config.snapshot)
             .field("max_pending", &self.config.max_pending)
+            .field("name", &self.config.name)
             .finish()
     }
 }
@@ -374,6 +436,24 @@ where
     {
         ReceiverBuilder {
             config: self.config.merge(merge),
+            ..self
+        }
+    }
+
+    /// Names the receiver, for [`Hub::receivers`] and
+    /// [`ReceiverWatch::name`](super::ReceiverWatch::name). Names need not be
+    /// unique. No cost on any send.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let rx = hub.receiver_builder().name("dashboard").build();
+    /// assert_eq!(rx.watch().name(), Some("dashboard"));
+    /// ```
+    pub fn name(self, name: impl Into<std::sync::Arc<str>>) -> Self {
+        ReceiverBuilder {
+            config: self.config.name(name.into()),
             ..self
         }
     }

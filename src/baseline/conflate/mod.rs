@@ -97,20 +97,25 @@
 //!
 //! All three kinds are idempotent.
 //!
-//! - [`Sender::close`] is graceful: sends fail from then on, and each receiver
+//! - [`Hub::close_graceful`] and [`Sender::close`] are graceful: sends fail from then on, and each receiver
 //!   still delivers everything pending for it, then answers `Closed`. Dropping
 //!   every [`Hub`] and [`Sender`] handle does the same (receivers do not keep the
 //!   send side open). A receiver that reaches `Closed` this way deregisters
 //!   itself.
 //! - [`Receiver::close`], or dropping the receiver, closes that receiver only:
 //!   its pending values are dropped and it is deregistered at once.
-//! - [`Hub::close`] is hard: the send side and every receiver close now and
-//!   nothing drains; receivers made afterwards are born closed.
+//! - [`Hub::close_now`] is hard: the send side and every receiver close now and
+//!   nothing drains; receivers made afterwards are born closed. (`Hub::close`,
+//!   its old name, is deprecated.)
 //!
-//! A send racing `Sender::close` on another thread either returns `Ok` and is
+//! [`HubStats`] counts how the receivers left (drained, dropped by their
+//! owner, torn down by the hard close); [`Receiver::watch`] and
+//! [`Hub::receivers`] read a receiver's stats without owning it.
+//!
+//! A send racing a graceful close on another thread either returns `Ok` and is
 //! delivered by every receiver before its `Closed`, or returns `Err` and
 //! publishes nothing: both decide under the hub mutex. A send racing
-//! `Hub::close` returns `Ok` (delivered to every receiver, then torn down with
+//! `Hub::close_now` returns `Ok` (delivered to every receiver, then torn down with
 //! them) or `Err`; nothing is leaked or half-delivered.
 //!
 //! # Panics in user code
@@ -173,8 +178,9 @@ mod state;
 mod tests;
 
 pub use crate::{
-    Event, HubStats, ReceiverStats, RecvError, RecvTimeoutError, SendError, TryRecvError,
+    Event, HubStats, ReceiverInfo, ReceiverStats, RecvError, RecvTimeoutError, SendError,
+    TryRecvError,
 };
 pub use hub::{Hub, HubBuilder, ReceiverBuilder};
-pub use receiver::{Iter, Receiver, TryIter};
+pub use receiver::{Iter, Receiver, ReceiverWatch, TryIter};
 pub use sender::Sender;

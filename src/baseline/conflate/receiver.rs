@@ -8,7 +8,7 @@ use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::event::Event;
 use crate::removal::Seen;
 use crate::stats::ReceiverStats;
-use crate::sync::{Arc, Listener, Notify};
+use crate::sync::{Arc, Listener, Notify, Ordering};
 use crate::wait::{block, poll_attempt, WaitFuture};
 use futures_core::Stream;
 use std::fmt;
@@ -99,7 +99,7 @@ where
 impl<K, V> Receiver<K, V> {
     pub(super) fn new(shared: Arc<Shared<K, V>>, registration: Registration) -> Self {
         Receiver {
-            seen: shared.tombstones.enabled().then(|| Box::new(Seen::new())),
+            seen: (registration.counters.correction.clone()).map(|c| Box::new(Seen::new(c))),
             shared,
             id: registration.id,
             notify: registration.notify,
@@ -166,10 +166,87 @@ impl<K, V> Receiver<K, V> {
     /// ```
     #[must_use]
     pub fn stats(&self) -> ReceiverStats {
-        match &self.seen {
-            Some(seen) => seen.correct(|| self.counters.read()),
-            None => self.counters.read(),
+        self.counters.read()
+    }
+
+    /// A read-only view of this receiver for another task or thread: its
+    /// stats (the counters [`stats`](Self::stats) reads), name and closed
+    /// state. One reference count per clone; costs a send nothing.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub: Hub<&str, u32> = Hub::new();
+    /// let mut rx = hub.receiver();
+    /// let watch = rx.watch();
+    /// hub.sender().send("cpu", 1).unwrap();
+    /// let w = watch.clone();
+    /// assert_eq!(std::thread::spawn(move || w.stats().pending).join().unwrap(), 1);
+    /// rx.try_recv().unwrap();
+    /// assert_eq!(watch.stats().pending, 0);
+    /// ```
+    pub fn watch(&self) -> ReceiverWatch<K, V> {
+        ReceiverWatch {
+            counters: self.counters.clone(),
+            values: std::marker::PhantomData,
         }
+    }
+}
+
+/// A read-only view of one [`Receiver`], from [`Receiver::watch`]: its stats,
+/// name and whether it is closed, for a task that does not own it.
+///
+/// `Clone + Send + Sync`; a clone is one reference count. It outlives its
+/// receiver (then reporting the final stats, and closed) and does not keep
+/// the send side open.
+pub struct ReceiverWatch<K, V> {
+    counters: Arc<RxCounters>,
+    values: std::marker::PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> ReceiverWatch<K, V> {
+    /// The receiver's accounting, as [`Receiver::stats`] returns it: the same
+    /// counters, lock-free loads; never blocks a sender.
+    pub fn stats(&self) -> ReceiverStats {
+        self.counters.read()
+    }
+
+    /// The name given with [`ReceiverBuilder::name`](super::ReceiverBuilder::name), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.counters.name.as_deref()
+    }
+
+    /// The receiver's number on its hub ([`ReceiverInfo::id`](crate::ReceiverInfo::id)).
+    pub fn id(&self) -> u64 {
+        self.counters.id
+    }
+
+    /// Whether the receiver's next receive would answer `Closed`: closed,
+    /// dropped or torn down, or the send side closed and nothing is pending.
+    /// Lock-free loads (Acquire, pairing with the Release stores made under
+    /// the hub mutex).
+    pub fn is_closed(&self) -> bool {
+        let c = &*self.counters;
+        c.closed.load(Ordering::Acquire)
+            || (c.tx_closed.load(Ordering::Acquire) && self.stats().pending == 0)
+    }
+}
+
+impl<K, V> Clone for ReceiverWatch<K, V> {
+    fn clone(&self) -> Self {
+        ReceiverWatch {
+            counters: self.counters.clone(),
+            values: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K, V> fmt::Debug for ReceiverWatch<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReceiverWatch")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .finish_non_exhaustive()
     }
 }
 

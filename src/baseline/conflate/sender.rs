@@ -61,7 +61,7 @@ where
     /// # Errors
     ///
     /// [`SendError`] (with the key and value) once the send side is closed by
-    /// [`Sender::close`], [`Hub::close`](super::Hub::close), or by dropping every
+    /// [`Sender::close`], [`Hub::close_now`](super::Hub::close_now), or by dropping every
     /// send handle. A send racing `Sender::close` either returns `Ok` and is
     /// delivered by every receiver before its `Closed`, or returns `Err` and
     /// published nothing.
@@ -88,7 +88,7 @@ where
 impl<K, V> Sender<K, V> {
     /// Closes the send side gracefully: later sends fail, and every receiver
     /// still delivers what is pending for it, then answers `Closed` (and
-    /// deregisters). Idempotent; a no-op after [`Hub::close`](super::Hub::close).
+    /// deregisters). Idempotent; a no-op after [`Hub::close_now`](super::Hub::close_now).
     ///
     /// Does not block beyond taking the hub mutex once; O(receivers).
     pub fn close(&self) {

@@ -9,8 +9,8 @@ use crate::hub_word::HubWord;
 use crate::policy::{KeyFilter, Merge, ReceiverConfig};
 use crate::reentrancy::{forbid_inside_send, SendScope};
 use crate::removal::Tombstones;
-use crate::stats::{bump, HubStats, ReceiverStats};
-use crate::sync::{lock, Arc, AtomicU64, Mutex, MutexGuard, Notify, Ordering};
+use crate::stats::{bump, Departure, Departures, HubStats, ReceiverInfo, ReceiverStats};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Notify, Ordering};
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash};
 use std::mem;
@@ -34,6 +34,9 @@ pub(super) struct Shared<K, V> {
     sent: Stripes,
     /// Refused sends (rare: a plain shared counter).
     refused: AtomicU64,
+    /// How registered receivers left (`HubStats::receivers_*`), written under
+    /// the hub mutex.
+    departures: Departures,
     /// Acquisitions of `inner`, so a test can prove a path never takes it.
     #[cfg(test)]
     pub(super) locks: AtomicU64,
@@ -73,6 +76,17 @@ pub(super) struct Registration {
 /// yet accounted for.
 #[derive(Default)]
 pub(super) struct RxCounters {
+    /// The receiver's number (its registration id) and name: fixed at build.
+    pub(super) id: u64,
+    pub(super) name: Option<std::sync::Arc<str>>,
+    /// Deregistered (closed, drained, torn down) or born closed; set under
+    /// the hub mutex (Release), read by watches (Acquire).
+    pub(super) closed: AtomicBool,
+    /// The send side closed while the receiver was registered (as `closed`).
+    pub(super) tx_closed: AtomicBool,
+    /// With tombstones: what the consumer's record took without handing on
+    /// (the receiver's `Seen` writes it; every stats read applies it).
+    pub(super) correction: Option<std::sync::Arc<crate::removal::Correction>>,
     received: AtomicU64,
     filtered: AtomicU64,
     delivered: AtomicU64,
@@ -89,6 +103,15 @@ impl RxCounters {
     /// readers Acquire, so the settled sum read never exceeds the `received`
     /// read after it, and `pending_sends` never underflows.
     pub(super) fn read(&self) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_read()),
+            None => self.queue_read(),
+        }
+    }
+
+    /// [`Self::read`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_read(&self) -> ReceiverStats {
         let load = |c: &AtomicU64| c.load(Ordering::Acquire);
         // Fields are evaluated in the order written: `received` last.
         ReceiverStats {
@@ -130,11 +153,31 @@ impl<K, V> Inner<K, V> {
 
     /// Unregisters the receiver at `pos` and hands it back, so the caller drops
     /// its pending keys and values (user `Drop` code) after unlocking.
-    fn deregister(&mut self, pos: usize, state: &HubState) -> RxState<K, V> {
+    fn deregister(
+        &mut self,
+        pos: usize,
+        state: &HubState,
+        departures: &Departures,
+        how: Departure,
+    ) -> RxState<K, V> {
         state.deregister_locked();
+        departures.count(how);
         let gone = self.receivers.remove(pos);
         gone.counters.drop_pending_locked();
+        gone.counters.closed.store(true, Ordering::Release);
         gone
+    }
+
+    /// Every registered receiver with its accounting, in id order.
+    fn infos(&self) -> Vec<ReceiverInfo> {
+        self.receivers
+            .iter()
+            .map(|rx| ReceiverInfo {
+                id: rx.id,
+                name: rx.counters.name.clone(),
+                stats: rx.counters.read(),
+            })
+            .collect()
     }
 }
 
@@ -159,6 +202,7 @@ impl<K, V> Shared<K, V> {
             retain,
             sent: Stripes::new(),
             refused: AtomicU64::new(0),
+            departures: Departures::default(),
             #[cfg(test)]
             locks: AtomicU64::new(0),
         }
@@ -185,6 +229,7 @@ impl<K, V> Shared<K, V> {
         if self.state.close_send_locked() {
             // A receiver parked on an empty queue must wake to see `Closed`.
             for rx in &inner.receivers {
+                rx.counters.tx_closed.store(true, Ordering::Release);
                 rx.notify.notify(usize::MAX);
             }
         }
@@ -193,13 +238,15 @@ impl<K, V> Shared<K, V> {
     /// Hard close: sends fail and every receiver is deregistered with its pending
     /// values dropped. Idempotent.
     pub(super) fn close_hub(&self) {
-        let mut inner = self.lock("Hub::close");
+        let mut inner = self.lock("Hub::close_now");
         if !self.state.close_hub_locked() {
             return;
         }
         let gone = mem::take(&mut inner.receivers);
+        self.departures.count_hard_closed(gone.len() as u64);
         for rx in &gone {
             rx.counters.drop_pending_locked();
+            rx.counters.closed.store(true, Ordering::Release);
         }
         drop(inner);
         for rx in &gone {
@@ -211,7 +258,7 @@ impl<K, V> Shared<K, V> {
     pub(super) fn close_receiver(&self, id: u64) {
         let mut inner = self.lock("Receiver::close (or dropping a Receiver)");
         if let Some(pos) = inner.position(id) {
-            let gone = inner.deregister(pos, &self.state);
+            let gone = inner.deregister(pos, &self.state, &self.departures, Departure::Dropped);
             drop(inner);
             gone.notify.notify(usize::MAX);
         }
@@ -230,7 +277,7 @@ impl<K, V> Shared<K, V> {
         tally: impl FnOnce(&R) -> (u64, u64),
     ) -> Result<R, TryRecvError> {
         let mut inner = self.lock("a receive on a Receiver");
-        // Not registered: closed itself, torn down by `Hub::close`, born closed,
+        // Not registered: closed itself, torn down by `Hub::close_now`, born closed,
         // or already drained after a graceful close.
         let Some(pos) = inner.position(id) else {
             return Err(TryRecvError::Closed);
@@ -239,8 +286,10 @@ impl<K, V> Shared<K, V> {
         if let Some(r) = op(&mut rx.queue) {
             let (events, sends) = tally(&r);
             if events > 0 {
-                bump(&rx.counters.delivered, events);
+                // `folded` first: readers load `delivered` first, so they
+                // never see more events than the sends they fold.
                 bump(&rx.counters.folded, sends);
+                bump(&rx.counters.delivered, events);
                 rx.counters
                     .pending
                     .store(rx.queue.len() as u64, Ordering::Release);
@@ -250,7 +299,7 @@ impl<K, V> Shared<K, V> {
         if !self.state.load_locked().tx_closed() {
             return Err(TryRecvError::Empty);
         }
-        let gone = inner.deregister(pos, &self.state);
+        let gone = inner.deregister(pos, &self.state, &self.departures, Departure::Drained);
         drop(inner);
         drop(gone);
         Err(TryRecvError::Closed)
@@ -280,13 +329,20 @@ impl<K, V> Shared<K, V> {
         self.retain
     }
 
-    /// The hub's accounting: three lock-free reads.
+    /// The hub's accounting: lock-free reads.
     pub(super) fn stats(&self) -> HubStats {
         HubStats {
             sent: self.sent.sent(),
             refused: self.refused.load(Ordering::Relaxed),
             receivers: self.state.load().receivers(),
+            ..self.departures.fill(HubStats::default())
         }
+    }
+
+    /// Every registered receiver with its accounting: one hold of the hub
+    /// mutex (so sends wait for O(receivers) counter reads).
+    pub(super) fn receivers(&self) -> Vec<ReceiverInfo> {
+        self.lock("Hub::receivers").infos()
     }
 
     fn refuse(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
@@ -308,11 +364,18 @@ where
     /// that registers it: one instant against every send.
     pub(super) fn register(&self, config: ReceiverConfig<K, V>) -> Registration {
         let notify = Arc::new(Notify::new());
-        let counters = Arc::new(RxCounters::default());
         let mut inner = self.lock("Hub::receiver (ReceiverBuilder::build)");
         let id = inner.next_id;
         inner.next_id += 1;
-        if !self.state.load_locked().tx_closed() {
+        let counters = Arc::new(RxCounters {
+            id,
+            name: config.name.clone(),
+            correction: self.tombstones.enabled().then(Default::default),
+            ..RxCounters::default()
+        });
+        if self.state.load_locked().tx_closed() {
+            counters.closed.store(true, Ordering::Release);
+        } else {
             let mut queue = KeyQueue::new();
             if config.snapshot {
                 // The filter and the clones are user code, run under the mutex:

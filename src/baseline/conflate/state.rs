@@ -9,7 +9,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// | bits   | meaning                                                        |
 /// |--------|----------------------------------------------------------------|
 /// | 63     | `TX_CLOSED`: the send side is closed (by either close kind)    |
-/// | 62     | `HUB_CLOSED`: [`Hub::close`](super::Hub::close) ran             |
+/// | 62     | `HUB_CLOSED`: [`Hub::close_now`](super::Hub::close_now) ran             |
 /// | 0..=61 | live receivers: registered, not closed, not yet deregistered   |
 ///
 /// Every write happens with the hub mutex held, so the word never changes under

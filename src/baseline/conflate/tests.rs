@@ -46,7 +46,7 @@ fn send_after_hard_close_never_takes_the_hub_mutex() {
     let hub: Hub<u32, u32> = Hub::new();
     let tx = hub.sender();
     let _rx = hub.receiver();
-    hub.close();
+    hub.close_now();
     let before = locks(&hub);
     for i in 0..1_000 {
         assert!(tx.send(i, i).is_err());

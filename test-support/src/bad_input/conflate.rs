@@ -154,7 +154,7 @@ pub fn sender_kept_alive_by_a_clone_of_a_dropped_hub<I: Conflate>() {
 pub fn receiver_after_hard_close_and_drop_of_everything<I: Conflate>() {
     let (hub, tx, mut rx) = hub_sender_receiver::<I, u32, u32>();
     tx.send(1, 1).unwrap();
-    hub.close();
+    hub.close_now();
     drop((hub, tx));
     assert_closed(&mut rx);
 }
@@ -217,7 +217,7 @@ pub fn merge_panicking_on_every_call<I: Conflate>() {
 
     // Still usable: a parked receiver is woken, close drains, then Closed.
     let crew = Crew::new("merge_panicking_on_every_call");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     crew.scope(|s| {
         let waiter = crew.spawn(s, || a.recv().map(|e| e.key));
         assert!(send(42, 1).unwrap().is_ok());
@@ -239,7 +239,7 @@ pub fn merge_panicking_on_every_call_from_many_threads<I: Conflate>() {
     let tx = hub.sender();
     let receivers: Vec<Receiver<I, u32, u32>> = (0..3).map(|_| hub.receiver()).collect();
     let crew = Crew::new("merge_panicking_from_many_threads");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     let (panics, delivered) = crew.scope(|s| {
         let consumers: Vec<_> = receivers
             .into_iter()
@@ -383,7 +383,7 @@ pub fn colliding_keys_under_threads<I: Conflate, K: TestKey>() {
 pub fn duration_max_and_far_deadline_wait_and_wake<I: Conflate>() {
     let (hub, tx, mut rx) = hub_sender_receiver::<I, u32, u32>();
     let crew = Crew::new("duration_max_and_far_deadline");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     // A ready value comes back at once.
     tx.send(1, 1).unwrap();
     assert_eq!(rx.recv_timeout(Duration::MAX).unwrap().key, 1);

@@ -154,7 +154,7 @@ pub fn table_merge_calling_latest_or_snapshot_panics_instead_of_hanging<I: Confl
         assert_eq!(hub.latest(&0), None);
         tx.send(0, 3).unwrap();
         assert_eq!(hub.latest(&0), Some(3));
-        hub.close();
+        hub.close_now();
         let mut rx = hub.receiver();
         assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
     }

@@ -312,8 +312,9 @@ impl<K: Eq + Clone + 'static, V: Clone + 'static> Hub<K, V> {
         }
     }
 
-    /// Hard close: everything closes now and nothing drains.
-    pub fn close(&self) {
+    /// Hard close: everything closes now and nothing drains (the real hubs'
+    /// `close_now`).
+    pub fn close_now(&self) {
         let receivers = {
             let mut s = self.shared.borrow_mut();
             s.tx_closed = true;

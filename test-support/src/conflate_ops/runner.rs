@@ -146,7 +146,7 @@ macro_rules! conflate_impl {
                 builder.build()
             }
             fn hub_close(hub: &Self::Hub) {
-                hub.close()
+                hub.close_now()
             }
             fn hub_is_closed(hub: &Self::Hub) -> bool {
                 hub.is_closed()

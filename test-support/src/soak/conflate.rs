@@ -535,7 +535,7 @@ fn epoch<I: Conflate>(index: usize, rng: &mut fastrand::Rng, totals: &mut Totals
             }
             match ending {
                 Ending::SenderClose => tx.close(),
-                _ => hub.close(),
+                _ => hub.close_now(),
             }
         }
         let mut tally = Tally {

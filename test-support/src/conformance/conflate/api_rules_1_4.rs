@@ -223,7 +223,7 @@ pub fn rule2_race_concurrent_senders_summing_merge_conserve<I: Conflate>() {
     let mut live = hub.receiver();
     let mut idle = hub.receiver();
     let crew = Crew::new("rule2_race_summing_senders");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     let sent: u64 = crew.scope(|s| {
         let consumer = crew.spawn(s, || {
             let (mut sum, mut sends) = (0u64, 0u64);

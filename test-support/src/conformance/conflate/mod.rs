@@ -13,8 +13,10 @@
 
 pub mod api_rules_1_4;
 pub mod bounded;
+pub mod observe;
 pub mod removal;
 pub mod rules_11_14;
 pub mod rules_5_7;
 pub mod rules_8_9;
+pub mod shutdown;
 pub mod wake;

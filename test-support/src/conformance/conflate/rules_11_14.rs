@@ -162,7 +162,7 @@ pub fn rule12_snapshot_entries_annihilate_and_drop_like_any_pending_value<I: Con
 pub fn rule12_snapshot_receiver_of_a_closed_hub_is_born_closed<I: Conflate>() {
     let hub = table_with::<I>(sum_merge);
     hub.sender().send(1, 1).unwrap();
-    hub.close();
+    hub.close_now();
     let mut rx = hub.receiver_builder().snapshot().build();
     assert_fully_closed(&mut rx);
     assert_eq!(rx.stats().pending, 0);
@@ -313,7 +313,7 @@ pub fn rule13_hard_close_and_panicking_merge_count_as_dropped<I: Conflate>() {
         (s.received, s.dropped, s.pending, s.pending_sends),
         (4, 3, 1, 1)
     );
-    hub.close();
+    hub.close_now();
     for rx in [&mut faulty, &mut other] {
         let s = conserved_stats(rx);
         assert_eq!((s.pending, s.pending_sends), (0, 0));
@@ -353,7 +353,7 @@ pub fn rule13_conservation_holds_after_senders_of_several_threads_join<I: Confla
     let crew = Crew::new("rule13_conservation_after_join");
     // A sender that panics never gets to `tx.close()`: close the hub for it,
     // or the consumers would wait for `Closed` forever.
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     let results: Vec<Receiver<I, u32, i64>> = crew.scope(|s| {
         let consumers: Vec<_> = rxs
             .into_iter()
@@ -453,7 +453,7 @@ pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
     let tx = hub.sender();
     let mut rx = hub.receiver_builder().max_pending(MAX).build();
     let crew = Crew::new("rule14_max_pending_concurrent");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     let (most, rx) = crew.scope(|s| {
         let consumer = crew.spawn(s, move || {
             let mut most = 0;

@@ -38,7 +38,7 @@ pub fn rule5_try_recv_all_error_comes_with_nothing<I: Conflate>() {
     send_each(&tx, 0..3, &token);
     rx_closed.close();
     assert_eq!(rx_closed.try_recv_all().err(), Some(TryRecvError::Closed));
-    hub.close();
+    hub.close_now();
     assert_eq!(rx_torn.try_recv_all().err(), Some(TryRecvError::Closed));
     assert_eq!(Arc::strong_count(&token), 1);
 }
@@ -64,7 +64,7 @@ pub fn rule5_race_try_recv_all_cuts_are_contiguous<I: Conflate>() {
     let crew = Crew::new("rule5_race_cuts");
     // A sender that panics never closes: the loop below would see Empty
     // forever.
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     crew.scope(|s| {
         crew.spawn(s, || {
             for k in 0..N {
@@ -108,7 +108,7 @@ pub fn rule6_try_recv_closed_beats_empty_beats_value<I: Conflate>() {
     // Hub closed with a value pending: Closed.
     let mut rx = hub.receiver();
     tx.send(3, 3).unwrap();
-    hub.close();
+    hub.close_now();
     assert_eq!(rx.try_recv().err(), Some(TryRecvError::Closed));
 
     // Send side closed: value first, then Closed, never Empty.
@@ -181,7 +181,7 @@ pub fn rule6_closed_beats_timeout<I: Conflate>() {
     let tx = hub.sender();
     let mut torn = hub.receiver();
     tx.send(1, 1).unwrap();
-    hub.close();
+    hub.close_now();
     assert_eq!(
         torn.recv_timeout(Duration::ZERO).err(),
         Some(RecvTimeoutError::Closed)
@@ -352,7 +352,7 @@ pub fn rule7_hub_close_is_hard_and_later_receivers_are_born_closed<I: Conflate>(
     let mut b = hub.receiver_builder().key(1).build();
     send_each(&tx, 0..3, &token);
     assert!(!hub.is_closed());
-    hub.close();
+    hub.close_now();
     assert!(hub.is_closed());
     assert!(tx.is_closed());
     assert_eq!(
@@ -382,8 +382,8 @@ pub fn rule7_close_kinds_are_idempotent_in_any_order<I: Conflate>() {
     tx.close();
     assert!(!rx.is_closed());
     assert_eq!(Arc::strong_count(&token), 2);
-    hub.close();
-    hub.close();
+    hub.close_now();
+    hub.close_now();
     assert_eq!(Arc::strong_count(&token), 1);
     assert_fully_closed(&mut rx);
     rx.close();
@@ -394,10 +394,10 @@ pub fn rule7_close_kinds_are_idempotent_in_any_order<I: Conflate>() {
     // Hub::close first, then Sender::close and Receiver::close are no-ops.
     let (hub, tx, mut rx) = bus::<I, u32, u32>();
     tx.send(1, 1).unwrap();
-    hub.close();
+    hub.close_now();
     tx.close();
     rx.close();
-    hub.close();
+    hub.close_now();
     assert!(tx.is_closed() && hub.is_closed());
     assert_fully_closed(&mut rx);
 }
@@ -417,7 +417,7 @@ pub fn rule7_graceful_drain_reaches_a_terminal_closed<I: Conflate>() {
     assert_fully_closed(&mut rx);
     assert_fully_closed(&mut rx);
     // A hard close afterwards changes nothing.
-    hub.close();
+    hub.close_now();
     assert_fully_closed(&mut rx);
 }
 

@@ -165,7 +165,7 @@ pub fn rule8_race_hub_close_vs_send<I: Conflate>() {
                     assert_fully_closed(&mut live);
                     got
                 },
-                || hub.close(),
+                || hub.close_now(),
             );
             assert!(
                 consumed.len() <= oks.len() && consumed[..] == oks[..consumed.len()],
@@ -235,7 +235,7 @@ pub fn rule9_key_filter_panic_changes_nothing_at_that_receiver<I: Conflate>() {
     );
     // No poisoned lock, no lost wake-up.
     let crew = Crew::new("rule9_key_filter_panic_waiter");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     crew.scope(|s| {
         let waiter = crew.spawn(s, || after.recv().unwrap().key);
         tx.send(8, 8).unwrap();
@@ -302,7 +302,7 @@ pub fn rule9_merge_panic_drops_that_receivers_slot<I: Conflate>() {
     assert_eq!(faulty.len(), 0);
     assert_eq!(faulty.try_recv().err(), Some(TryRecvError::Empty));
     let crew = Crew::new("rule9_merge_panic_waiter");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     crew.scope(|s| {
         let waiter = crew.spawn(s, || faulty.recv().unwrap().key);
         tx.send(10, 1).unwrap();
@@ -359,7 +359,7 @@ pub fn rule9_race_panicking_merge_while_other_sends_continue<I: Conflate>() {
     }
 
     let crew = Crew::new("rule9_race_panicking_merge");
-    crew.on_panic(|| hub.close());
+    crew.on_panic(|| hub.close_now());
     let (attempts, panics, got) = crew.scope(|s| {
         let consumers: Vec<_> = [&mut first, &mut faulty, &mut last]
             .into_iter()

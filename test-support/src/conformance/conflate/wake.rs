@@ -34,7 +34,7 @@ fn woken_by_send_rounds<I: Conflate>(
         let (hub, tx, mut rx) = bus::<I, u32, u32>();
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
         let crew = Crew::new(what);
-        crew.on_panic(|| hub.close());
+        crew.on_panic(|| hub.close_now());
         crew.scope(|s| {
             crew.spawn(s, move || {
                 for round in 0..rounds {
@@ -96,7 +96,7 @@ pub fn wake_parked_receivers_woken_by_every_close_kind<I: Conflate>() {
                 // A panic in the test's thread before the close: the
                 // receivers would wait for it forever.
                 let crew = Crew::new("wake_parked_receivers_woken_by_every_close_kind");
-                crew.on_panic(|| hub.close());
+                crew.on_panic(|| hub.close_now());
                 crew.scope(|s| {
                     let a = crew.spawn(s, move || blocking.recv());
                     let b = crew.spawn(s, move || {
@@ -107,7 +107,7 @@ pub fn wake_parked_receivers_woken_by_every_close_kind<I: Conflate>() {
                     if round % 2 == 0 {
                         tx.close();
                     } else {
-                        hub.close();
+                        hub.close_now();
                     }
                     assert_eq!(a.join().unwrap().err(), Some(RecvError));
                     assert_eq!(b.join().unwrap().err(), Some(RecvError));
