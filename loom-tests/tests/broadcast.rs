@@ -1,6 +1,6 @@
 //! Loom models of the lock-free broadcast ring (`keybus::broadcast`).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p keybus-loom-tests --test broadcast`
+//! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p keybus-loom-tests --test broadcast`
 //!
 //! What each model bounds (all with capacity 1 or 2, i.e. 2 or 3 slots, and at
 //! most three threads; loom explores every interleaving up to the preemption bound):

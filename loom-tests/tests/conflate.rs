@@ -1,9 +1,10 @@
 //! Loom models of `keybus::conflate`'s protocols.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release
-//! -p keybus-loom-tests --test conflate`. CI runs every model at 3 preemptions:
-//! at 2, a send merging into a value a cut already owns survives
-//! `cut_is_one_instant_across_shards` (23 schedules); at 3 it is caught at once.
+//! -p keybus-loom-tests --test conflate`. CI runs this file's end-to-end models
+//! (and `conflate_snapshot.rs`'s) at 2 preemptions and the component models at 3
+//! (`.ci/model`, `loom-tests/README.md`); every planted bug of `.ci/mutants` is
+//! caught at those settings.
 //! `LOOM_LOG=info` prints how many schedules each model explored; each model's
 //! doc comment states its count at 3 (a model that explores a handful of
 //! schedules proves little, so the small ones yield to let the other thread run

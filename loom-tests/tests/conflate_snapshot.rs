@@ -2,7 +2,7 @@
 //! registration against a concurrent send, and a stats read against concurrent
 //! sends.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=2
 //! cargo test --release -p keybus-loom-tests --test conflate_snapshot`.
 //!
 //! - **Registration is one instant.** The registrar sets `QUIESCE` in the hub's
