@@ -180,3 +180,83 @@ macro_rules! batch_alloc_tests {
 
 batch_alloc_tests!(baseline, keybus::baseline::conflate);
 batch_alloc_tests!(lockfree, keybus::conflate);
+
+/// `Buffer::try_read_into`, both broadcast implementations: appends, keeps
+/// `out` on errors and on a panicking `T::clone`, and allocates nothing once
+/// `out` has room for `limit` entries.
+macro_rules! read_into_tests {
+    ($module:ident, $($m:ident)::+) => {
+        mod $module {
+            use super::*;
+            use keybus::ReadError;
+            use $($m)::+::Buffer;
+
+            #[test]
+            fn try_read_into_appends_the_page_and_keeps_out_on_errors() {
+                let buf: Buffer<u64> = Buffer::new(4);
+                let mut out = Vec::new();
+                assert_eq!(buf.try_read_into(0, 8, &mut out), Err(ReadError::Empty));
+                for v in 1..=6 {
+                    buf.append(v * 10).unwrap();
+                }
+                // Retained 3..=6: cursor 0 is behind it.
+                assert!(matches!(
+                    buf.try_read_into(0, 8, &mut out),
+                    Err(ReadError::Gap { after: 0, oldest: 3 })
+                ));
+                assert!(out.is_empty());
+                assert_eq!(buf.try_read_into(2, 3, &mut out), Ok(3));
+                assert_eq!(buf.try_read_into(5, 3, &mut out), Ok(1));
+                let got: Vec<(u64, u64)> = out.iter().map(|e| (e.revision, e.value)).collect();
+                assert_eq!(got, [(3, 30), (4, 40), (5, 50), (6, 60)]);
+                assert_eq!(buf.try_read_into(6, 3, &mut out), Err(ReadError::Empty));
+                buf.close();
+                assert_eq!(buf.try_read_into(6, 3, &mut out), Err(ReadError::Closed));
+                assert_eq!(out.len(), 4);
+            }
+
+            #[test]
+            fn try_read_into_a_panicking_clone_leaves_out_as_it_was() {
+                let buf: Buffer<Brittle> = Buffer::new(4);
+                for v in [1, POISON, 3] {
+                    buf.append(Brittle(v)).unwrap();
+                }
+                let mut out = vec![];
+                let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    buf.try_read_into(0, 3, &mut out)
+                }));
+                assert!(unwound.is_err());
+                assert!(out.is_empty(), "part of a page was left in out");
+                assert_eq!(buf.try_read_into(2, 3, &mut out), Ok(1));
+            }
+
+            #[test]
+            fn warm_try_read_into_allocates_nothing() {
+                let buf: Buffer<u64> = Buffer::new(64);
+                let mut out = Vec::with_capacity(64);
+                let mut cursor = 0;
+                // Warm: fill the ring once (its slots allocate on first use).
+                for v in 0..64 {
+                    buf.append(v).unwrap();
+                }
+                cursor += buf.try_read_into(cursor, 64, &mut out).unwrap() as u64;
+                let mut allocations = 0;
+                for round in 0..ROUNDS {
+                    // Appends are not what is counted (the ring's own rule).
+                    for v in 0..16 {
+                        buf.append(round * 16 + v).unwrap();
+                    }
+                    out.clear();
+                    allocations += allocations_in(|| {
+                        cursor += buf.try_read_into(cursor, 64, &mut out).unwrap() as u64;
+                    });
+                }
+                assert_eq!(allocations, 0, "try_read_into allocated in the steady state");
+                assert_eq!(cursor, 64 + ROUNDS * 16);
+            }
+        }
+    };
+}
+
+read_into_tests!(baseline_broadcast, keybus::baseline::broadcast);
+read_into_tests!(lockfree_broadcast, keybus::broadcast);

@@ -49,6 +49,7 @@ pub use crate::{AppendError, Entry, ReadError};
 
 use crate::broadcast::cursor::check_generation;
 use crate::broadcast::reader::stream_item;
+use crate::event::Appending;
 use crate::sync::{lock, Arc, AtomicUsize, Listener, Mutex, Notify, Ordering};
 use crate::wait::{block, poll_attempt, WaitFuture};
 use futures_core::Stream;
@@ -320,9 +321,46 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ///
     /// If `limit == 0`.
     pub fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        let mut out = Vec::new();
+        self.try_read_into(after, limit, &mut out).map(|_| out)
+    }
+
+    /// [`try_read`](Self::try_read) into a `Vec` of the caller's: the entries
+    /// are appended to `out`, and `Ok` says how many (at least one). On an
+    /// error `out` is left as it was (also when a `T::clone` panics half-way).
+    /// No allocation once `out` has room for `limit` entries.
+    ///
+    /// ```
+    /// use keybus::baseline::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(8);
+    /// let mut page = Vec::with_capacity(4);
+    /// buf.append(1).unwrap();
+    /// assert_eq!(buf.try_read_into(0, 4, &mut page), Ok(1));
+    /// assert!(buf.try_read_into(1, 4, &mut page).is_err()); // empty: kept
+    /// assert_eq!(page.len(), 1);
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_read`](Self::try_read).
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn try_read_into(
+        &self,
+        after: impl Position,
+        limit: usize,
+        out: &mut Vec<Entry<T>>,
+    ) -> Result<usize, ReadError> {
         assert_limit(limit);
         let after = self.revision_of(after)?;
-        self.attempt(after, limit).unwrap_or(Err(ReadError::Empty))
+        let mut appending = Appending::new(out);
+        let answer = read_with(&self.shared, after, limit, |entry| {
+            appending.out.push(entry)
+        });
+        appending.done = true;
+        answer.unwrap_or(Err(ReadError::Empty))
     }
 
     /// Like [`try_read`](Self::try_read), but blocks until at least one entry is

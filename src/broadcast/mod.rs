@@ -250,6 +250,7 @@ pub use crate::{AppendError, Entry, ReadError};
 pub use cursor::{Cursor, ParseCursorError, Position};
 pub use reader::Reader;
 
+use crate::event::Appending;
 use crate::sync::Arc;
 use crate::wait::{block_armed, WaitFuture};
 use ring::Ring;
@@ -406,9 +407,52 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
     ///
     /// If `limit == 0`.
     pub fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
+        let mut out = Vec::new();
+        self.try_read_into(after, limit, &mut out).map(|_| out)
+    }
+
+    /// [`try_read`](Self::try_read) into a `Vec` of the caller's: the entries
+    /// are appended to `out`, and `Ok` says how many (at least one). On an
+    /// error `out` is left as it was (also when a `T::clone` panics half-way).
+    /// No allocation once `out` has room for `limit` entries: keep one `Vec`
+    /// and `clear` it between calls.
+    ///
+    /// ```
+    /// use keybus::broadcast::Buffer;
+    ///
+    /// let buf = Buffer::new(8);
+    /// let mut page = Vec::with_capacity(4);
+    /// for v in 1..=6 {
+    ///     buf.append(v).unwrap();
+    /// }
+    /// assert_eq!(buf.try_read_into(0, 4, &mut page), Ok(4));
+    /// let last = page.last().unwrap().revision;
+    /// page.clear();
+    /// assert_eq!(buf.try_read_into(last, 4, &mut page), Ok(2));
+    /// assert!(buf.try_read_into(6, 4, &mut page).is_err()); // empty: `page` kept
+    /// assert_eq!(page.len(), 2);
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_read`](Self::try_read).
+    ///
+    /// # Panics
+    ///
+    /// If `limit == 0`.
+    pub fn try_read_into(
+        &self,
+        after: impl Position,
+        limit: usize,
+        out: &mut Vec<Entry<T>>,
+    ) -> Result<usize, ReadError> {
         assert_limit(limit);
         let after = self.revision_of(after)?;
-        self.attempt(after, limit).unwrap_or(Err(ReadError::Empty))
+        let mut appending = Appending::new(out);
+        let answer = self
+            .ring
+            .read_with(after, limit, |entry| appending.out.push(entry));
+        appending.done = true;
+        answer.unwrap_or(Err(ReadError::Empty))
     }
 
     /// Like [`try_read`](Self::try_read), but blocks until at least one entry is

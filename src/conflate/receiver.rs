@@ -11,7 +11,7 @@ use super::core::{Local, RxCore};
 use super::shared::Shared;
 use super::watch::{ReceiverWatch, Target};
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::event::Event;
+use crate::event::{Appending, Event};
 use crate::hub_word::HubWord;
 use crate::removal::Seen;
 use crate::stats::{Departure, ReceiverStats};
@@ -432,11 +432,7 @@ where
     /// # Errors
     /// As [`try_recv_all`](Self::try_recv_all).
     pub fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
-        let mut appending = Appending {
-            start: out.len(),
-            out,
-            done: false,
-        };
+        let mut appending = Appending::new(out);
         let taken = self.try_take(|t| Some(t.cut_into(appending.out)).filter(|&n| n > 0));
         appending.done = true;
         taken
@@ -557,26 +553,6 @@ where
             Kind::Cells(rx, _) => Target::Cells(rx.clone()),
         };
         ReceiverWatch::new(self.shared.clone(), target)
-    }
-}
-
-/// The caller's `Vec` while a cut appends to it. A cut can unwind half-way (a
-/// `V: Clone` of a value the hub's table or another receiver still holds);
-/// then what it had appended is dropped here, so the caller never finds part
-/// of a batch in `out` (the baseline, which only moves values, cannot unwind
-/// there). `done` rather than `thread::panicking()`: a cut that returns
-/// normally while some outer panic unwinds keeps its batch.
-struct Appending<'a, T> {
-    out: &'a mut Vec<T>,
-    start: usize,
-    done: bool,
-}
-
-impl<T> Drop for Appending<'_, T> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.out.truncate(self.start);
-        }
     }
 }
 
