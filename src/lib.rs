@@ -39,6 +39,7 @@ mod error;
 mod event;
 mod generation;
 mod hub_word;
+mod padding;
 mod policy;
 mod receiver_iter;
 mod reentrancy;

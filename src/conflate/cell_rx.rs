@@ -11,10 +11,10 @@ use super::cells::Cells;
 use super::queue::{CellId, Head, Queue};
 use super::registry::RxId;
 use crate::event::Event;
+use crate::padding::Apart;
 use crate::removal::Correction;
 use crate::stats::{Consumed, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
-use crossbeam_utils::CachePadded;
 
 /// The shared part of a cell receiver: what sends reach.
 pub(crate) struct CellRx {
@@ -36,7 +36,7 @@ pub(crate) struct CellRx {
     walked_at_close: AtomicBool,
     /// What the consumer took and dropped (written by it only; read by its
     /// stats and its watches).
-    consumed: CachePadded<Consumed>,
+    consumed: Apart<Consumed>,
     /// The receiver's number and name (`Hub::receivers`, watches).
     pub(crate) serial: u64,
     pub(crate) name: Option<std::sync::Arc<str>>,
@@ -86,7 +86,7 @@ impl CellRx {
             abandoned: Mutex::new(None),
             dropped_at_close: AtomicU64::new(0),
             walked_at_close: AtomicBool::new(false),
-            consumed: CachePadded::new(Consumed::default()),
+            consumed: Apart::new(Consumed::default()),
             serial,
             name,
             correction,

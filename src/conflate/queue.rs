@@ -32,8 +32,9 @@
 //! slot: a tail word with that offset means the producer of the block's last
 //! slot is installing the next block, and other producers wait for it.
 
+use crate::padding::Apart;
 use crate::sync::{lock, snooze, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::Backoff;
 use std::ptr;
 
 /// Positions per lap; the last one of each lap is the "next block" marker.
@@ -155,7 +156,7 @@ pub(crate) struct Queue {
     #[allow(clippy::vec_box)] // blocks are handed out as `Box`es
     spares: Mutex<Vec<Box<Block>>>,
     /// The consumer's head as other threads read it (a watch's stats).
-    seen: CachePadded<Seen>,
+    seen: Apart<Seen>,
 }
 
 /// The consumer's head, published for readers on other threads: the position
@@ -220,7 +221,7 @@ impl Queue {
             tail_block: AtomicPtr::new(ptr::null_mut()),
             first: AtomicPtr::new(ptr::null_mut()),
             spares: Mutex::new(Vec::new()),
-            seen: CachePadded::new(Seen {
+            seen: Apart::new(Seen {
                 pos: AtomicU64::new(0),
                 block: Mutex::new(SeenBlock {
                     block: ptr::null_mut(),
