@@ -202,9 +202,8 @@ impl<K: Hash + Eq + Clone, V> Seen<K, V> {
             c.dropped_events.store(events + 1, Ordering::Release);
             false
         } else {
-            if !self.keys.contains(&event.key) {
-                self.keys.insert(event.key.clone());
-            }
+            // One probe; the key is cloned only the first time it is seen.
+            self.keys.get_or_insert_with(&event.key, K::clone);
             true
         }
     }

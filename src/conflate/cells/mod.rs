@@ -370,11 +370,6 @@ pub(crate) struct Cells<K, V> {
     merge: Merge<V>,
     /// Which values remove their key from the table.
     tombstones: Tombstones<V>,
-    /// A table that tombstones can remove keys from: a value for a cell out
-    /// of the table must take the slow path to re-enter it. (Without
-    /// tombstones, a cell of a newer-wins hub with a table and a value is in
-    /// the table.)
-    retain_after_tombstones: bool,
     /// The next first-touch number for the table.
     next_order: AtomicU64,
 }
@@ -402,7 +397,6 @@ impl<K, V> Cells<K, V> {
                 .collect(),
             retain,
             merge,
-            retain_after_tombstones: retain && tombstones.enabled(),
             tombstones,
             next_order: AtomicU64::new(0),
         }
@@ -527,15 +521,10 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             let slot = sh.slot(i);
             // SAFETY: the shard lock is held and slot `i` is in use (indexed).
             let cell = unsafe { slot.cell() };
-            if cell.stamp == now
-                && cell.value().is_some()
-                && !tombstone
-                && (!self.retain_after_tombstones || cell.retained())
-            {
+            if cell.stamp == now && cell.value().is_some() && !tombstone {
                 // Every cell receiver has the key pending in its current
-                // epoch: one write, whatever their number. (A tombstone, or
-                // a value after one in a hub with a table, takes the slow
-                // path: it changes the table.)
+                // epoch: one write, whatever their number. (A tombstone
+                // takes the slow path: it changes the table.)
                 let old = cell.replace_value(value);
                 // Relaxed: written under the lock; read by stats (see `seq`).
                 let seq = slot.seq.load(Ordering::Relaxed);
@@ -675,7 +664,9 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             // is pending somewhere (`settle_as` frees it otherwise).
             cell.set_retained(false);
         }
-        cell.stamp = now;
+        // A tombstone that left the table stamps the cell stale, so the key's
+        // next value takes this path too and re-enters the table.
+        cell.stamp = if tombstone && self.retain { STALE } else { now };
         slot.seq.store(seq + 1, Ordering::Relaxed);
         let idle = cell.idle();
         // A tombstone pending nowhere (no cell receiver) is kept by nobody:
