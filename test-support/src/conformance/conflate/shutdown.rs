@@ -7,10 +7,21 @@ use crate::conflate_api::*;
 use crate::conformance::support::*;
 use keybus::{HubStats, TryRecvError};
 
-/// Every receiver ever registered is live or left one of three ways.
-fn assert_departures_partition(s: &HubStats, registered: u64) {
+/// The hub's receivers as (live, drained, dropped, hard-closed) are `expected`,
+/// and every receiver ever registered is live or left one of those three ways.
+fn assert_departures(s: &HubStats, registered: u64, expected: (u64, u64, u64, u64)) {
+    let got = (
+        s.receivers,
+        s.receivers_drained,
+        s.receivers_dropped,
+        s.receivers_hard_closed,
+    );
     assert_eq!(
-        s.receivers + s.receivers_drained + s.receivers_dropped + s.receivers_hard_closed,
+        got, expected,
+        "(live, drained, dropped, hard-closed): {s:?}"
+    );
+    assert_eq!(
+        got.0 + got.1 + got.2 + got.3,
         registered,
         "every registered receiver is live or left one way: {s:?}"
     );
@@ -58,16 +69,8 @@ pub fn shutdown_close_graceful_from_the_hub_drains_then_closes<I: Conflate>() {
         assert_eq!((s.received, s.folded, s.dropped), (4, 4, 0));
     }
     let s = hub.stats();
-    assert_eq!(s.receivers, 0, "drained receivers deregister");
-    assert_eq!(
-        (
-            s.receivers_drained,
-            s.receivers_dropped,
-            s.receivers_hard_closed
-        ),
-        (2, 0, 0)
-    );
-    assert_departures_partition(&s, 2);
+    // Drained receivers deregister.
+    assert_departures(&s, 2, (0, 2, 0, 0));
     // Idempotent, and the same close as the sender's.
     hub.close_graceful();
     tx.close();
@@ -90,16 +93,7 @@ pub fn shutdown_close_now_drops_what_is_pending_and_the_stats_say_so<I: Conflate
         assert!(rx.watch().is_closed());
     }
     let s = hub.stats();
-    assert_eq!(
-        (
-            s.receivers,
-            s.receivers_drained,
-            s.receivers_dropped,
-            s.receivers_hard_closed
-        ),
-        (0, 0, 0, 2)
-    );
-    assert_departures_partition(&s, 2);
+    assert_departures(&s, 2, (0, 0, 0, 2));
     hub.close_now();
     assert_eq!(hub.stats().receivers_hard_closed, 2, "idempotent");
     assert!(hub.receiver().is_closed(), "born closed");
@@ -139,14 +133,5 @@ pub fn shutdown_receivers_closed_or_dropped_early_count_as_dropped<I: Conflate>(
     assert!(drained.recv().is_err());
     drop(drained); // already deregistered: counted once
     let s = hub.stats();
-    assert_eq!(
-        (
-            s.receivers,
-            s.receivers_drained,
-            s.receivers_dropped,
-            s.receivers_hard_closed
-        ),
-        (0, 1, 2, 0)
-    );
-    assert_departures_partition(&s, 3);
+    assert_departures(&s, 3, (0, 1, 2, 0));
 }

@@ -1,6 +1,7 @@
-//! API shape, and rules 1–4: coalescing at send in first-touch order, merge and
-//! annihilation, bounded memory with filters and per-receiver merges decided at
-//! send, receivers that start empty.
+//! Rules 1–3 (docs/design.md, "The contract"): coalescing at send in
+//! first-touch order with no starvation (1); merges, annihilation and the
+//! `sends` count (2); memory bounded by the pending keys, with key filters and
+//! per-receiver merges decided at send (3).
 
 use crate::conflate_api::*;
 use crate::conformance::support::*;
@@ -8,54 +9,6 @@ use crate::threads::Crew;
 use keybus::TryRecvError;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
-
-// API shape
-
-pub fn api_handles_are_send_sync_clone_debug<I: Conflate>() {
-    fn send_sync<T: Send + Sync>() {}
-    fn clone_debug<T: Clone + std::fmt::Debug>() {}
-    send_sync::<Hub<I, String, Vec<u8>>>();
-    send_sync::<Sender<I, String, Vec<u8>>>();
-    send_sync::<Receiver<I, String, Vec<u8>>>();
-    clone_debug::<Hub<I, String, Vec<u8>>>();
-    clone_debug::<Sender<I, String, Vec<u8>>>();
-
-    // Debug needs no K: Debug / V: Debug.
-    struct Opaque;
-    impl Clone for Opaque {
-        fn clone(&self) -> Self {
-            Opaque
-        }
-    }
-    let hub = Hub::<I, u8, Opaque>::default();
-    let mut rx = hub.receiver();
-    let text = format!(
-        "{:?} {:?} {:?} {:?}",
-        hub,
-        hub.sender(),
-        hub.receiver_builder().key(1),
-        rx
-    );
-    assert!(!text.is_empty());
-    assert_eq!(rx.try_iter().count(), 0);
-}
-
-/// `Receiver: Unpin`, so `rx.next().await` (`StreamExt::next`) works
-/// without pinning, as with every common channel receiver.
-pub fn api_receiver_is_unpin<I: Conflate>() {
-    fn unpin<T: Unpin>() {}
-    unpin::<Receiver<I, String, Vec<u8>>>();
-}
-
-pub fn api_recv_async_future_is_send<I: Conflate>() {
-    fn send<T: Send>(_: &T) {}
-    let hub = Hub::<I, String, Vec<u8>>::new();
-    let mut rx = hub.receiver();
-    let fut = rx.recv_async();
-    send(&fut);
-}
-
-// rule 1: coalescing at send, first-touch order, no starvation
 
 pub fn rule1_coalescing_keeps_queue_position<I: Conflate>() {
     let (_hub, tx, mut rx) = bus::<I, &'static str, u32>();
@@ -124,8 +77,6 @@ pub fn rule1_hot_key_never_starves_cold_key<I: Conflate>() {
     assert_eq!((e.key, e.sends), (HOT, 50));
     assert_eq!(rx.try_recv().err(), Some(TryRecvError::Empty));
 }
-
-// rule 2: merge, annihilation, sends
 
 pub fn rule2_default_merge_is_newer_wins<I: Conflate>() {
     let (_hub, tx, mut rx) = bus::<I, u8, String>();
@@ -263,8 +214,6 @@ pub fn rule2_race_concurrent_senders_summing_merge_conserve<I: Conflate>() {
     assert_eq!(idle.try_recv().err(), Some(TryRecvError::Closed));
 }
 
-// rule 3: bounded memory, filters at send, per-receiver merge
-
 pub fn rule3_memory_is_bounded_by_pending_keys<I: Conflate>() {
     let token = Arc::new(());
     let (_hub, tx, mut rx) = bus::<I, u64, Arc<()>>();
@@ -376,41 +325,4 @@ pub fn rule3_receiver_merge_overrides_hub_merge_for_that_receiver_only<I: Confla
     }
     assert_eq!(drain(&mut newer), vec![(1, 4, 3)]);
     assert_eq!(drain(&mut summing), vec![(1, 16, 3)]);
-}
-
-// rule 4: receivers start empty; sending to nobody
-
-pub fn rule4_receiver_starts_empty<I: Conflate>() {
-    let hub = Hub::<I, u32, u32>::new();
-    let tx = hub.sender();
-    tx.send(1, 1).unwrap();
-    let mut early = hub.receiver();
-    assert_eq!(early.len(), 0);
-    assert_eq!(early.try_recv().err(), Some(TryRecvError::Empty));
-    tx.send(2, 2).unwrap();
-    let mut late = hub.receiver();
-    assert_eq!(late.try_recv().err(), Some(TryRecvError::Empty));
-    tx.send(2, 3).unwrap();
-    tx.send(3, 3).unwrap();
-    assert_eq!(drain(&mut early), vec![(2, 3, 2), (3, 3, 1)]);
-    // `late` saw only what came after it, not the pending slot's past.
-    assert_eq!(drain(&mut late), vec![(2, 3, 1), (3, 3, 1)]);
-}
-
-pub fn rule4_send_with_no_live_receiver_is_ok<I: Conflate>() {
-    let (token, hub, tx) = token_bus::<I>();
-    send_each(&tx, 0..1_000, &token);
-    let rx = hub.receiver();
-    rx.close();
-    let gone = hub.receiver();
-    drop(gone);
-    send_each(&tx, 0..1_000, &token);
-    // Nothing was kept anywhere.
-    assert_eq!(Arc::strong_count(&token), 1);
-    tx.close();
-    let (k, v) = tx.send(5, token.clone()).unwrap_err().into_inner();
-    assert_eq!(k, 5);
-    assert!(Arc::ptr_eq(&v, &token));
-    drop(v);
-    assert_eq!(Arc::strong_count(&token), 1);
 }

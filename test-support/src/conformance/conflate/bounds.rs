@@ -1,6 +1,9 @@
-//! Rule 14 against the races that could corrupt a bounded receiver's count:
-//! a cut (`try_recv_all`) taken while another thread's merge for a pending key
-//! is running, and that merge then annihilating the key or panicking.
+//! Rule 14: bounded receivers. `max_pending(n)` refuses new keys only (a
+//! pending key still merges) and renumbers nothing, also under concurrent
+//! sends; and the bound holds against the races that could corrupt a bounded
+//! receiver's count: a cut (`try_recv_all`) taken while another thread's merge
+//! for a pending key is running, and that merge then annihilating the key or
+//! panicking.
 //!
 //! The interleaving is forced, not hoped for: the merge waits until the
 //! consumer thread is blocked (on the lock the merge's send holds; read from
@@ -12,11 +15,94 @@ use crate::conflate_api::*;
 use crate::conformance::support::*;
 use crate::threads::Crew;
 use keybus::ReceiverStats;
+use keybus::TryRecvError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
+
+pub fn rule14_max_pending_refuses_new_keys_only_and_renumbers_nothing<I: Conflate>() {
+    let hub = Hub::<I, u32, u32>::new();
+    let tx = hub.sender();
+    let mut rx = hub.receiver_builder().max_pending(2).build();
+    let mut free = hub.receiver();
+    for k in [5, 3, 8, 5, 9, 3] {
+        tx.send(k, k * 10).unwrap();
+    }
+    assert_eq!(rx.len(), 2);
+    assert_eq!(drain(&mut rx), vec![(5, 50, 2), (3, 30, 2)]);
+    assert_eq!(
+        keys_of(&mut free),
+        vec![5, 3, 8, 9],
+        "other receivers unaffected"
+    );
+    assert_eq!(rx.stats().overflowed, 2);
+    // Taking frees the slots, and a cut frees all of them at once.
+    tx.send(1, 1).unwrap();
+    tx.send(2, 2).unwrap();
+    tx.send(3, 3).unwrap();
+    assert_eq!(rx.try_recv_all().unwrap().len(), 2);
+    tx.send(4, 4).unwrap();
+    tx.send(6, 6).unwrap();
+    tx.send(7, 7).unwrap();
+    assert_eq!(keys_of(&mut rx), vec![4, 6]);
+    tx.send(7, 7).unwrap();
+    assert_eq!(keys_of(&mut rx), vec![7]);
+    let s = conserved_stats(&rx);
+    assert_eq!((s.overflowed, s.received), (4, 13));
+}
+
+pub fn rule14_max_pending_holds_under_concurrent_sends<I: Conflate>() {
+    const MAX: usize = 5;
+    const SENDERS: u64 = 3;
+    let per = tsan_scaled(8_000, 500);
+    let hub = Hub::<I, u32, u64>::new();
+    let tx = hub.sender();
+    let mut rx = hub.receiver_builder().max_pending(MAX).build();
+    let crew = Crew::new("rule14_max_pending_concurrent");
+    crew.on_panic(|| hub.close_now());
+    let (most, rx) = crew.scope(|s| {
+        let consumer = crew.spawn(s, move || {
+            let mut most = 0;
+            loop {
+                most = most.max(rx.len());
+                match fastrand::u8(0..3) {
+                    0 => match rx.try_recv_all() {
+                        Ok(batch) => most = most.max(batch.len()),
+                        Err(TryRecvError::Closed) => break,
+                        Err(TryRecvError::Empty) => {}
+                    },
+                    _ => {
+                        if let Err(TryRecvError::Closed) = rx.try_recv() {
+                            break;
+                        }
+                    }
+                }
+            }
+            (most, rx)
+        });
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|_| {
+                let tx = tx.clone();
+                crew.spawn(s, move || {
+                    for i in 0..per {
+                        tx.send(fastrand::u32(0..64), i).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in senders {
+            h.join().unwrap();
+        }
+        tx.close();
+        consumer.join().unwrap()
+    });
+    assert!(most <= MAX, "{most} keys pending with max_pending({MAX})");
+    let s = conserved_stats(&rx);
+    assert_eq!(s.received, SENDERS * per);
+    assert!(s.overflowed > 0, "the bound was never reached");
+}
 
 /// The value whose merge races the cut.
 const MARK: u64 = u64::MAX;
