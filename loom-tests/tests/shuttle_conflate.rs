@@ -1,7 +1,8 @@
 //! Randomized schedules of `keybus::conflate` with shuttle: the loom scenarios with
 //! more threads and more operations than exhaustive checking can afford.
 //!
-//! Run: `RUSTFLAGS="--cfg shuttle" cargo test --release --test shuttle_conflate`
+//! Run: `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle cargo test
+//! --release -p keybus-loom-tests --test shuttle_conflate`
 //! (`KEYBUS_SHUTTLE_ITERS` sets schedules per scenario; default 10,000). Under
 //! `--cfg shuttle` the crate's `sync.rs` routes every atomic, mutex and park through
 //! shuttle, so the scheduler controls every interleaving point.
@@ -21,14 +22,11 @@
 
 use keybus::conflate::{Hub, Receiver};
 use keybus::TryRecvError;
-use keybus_test_support::harness;
 use shuttle::thread;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{self, AssertUnwindSafe};
 
-fn iterations() -> usize {
-    harness::env_usize("KEYBUS_SHUTTLE_ITERS").unwrap_or(10_000)
-}
+use keybus_loom_tests::shuttle_iterations as iterations;
 
 /// PCT depth: the number of priority change points is `depth - 1`.
 const PCT_DEPTH: usize = 3;
@@ -99,6 +97,9 @@ fn consume_all(rx: &mut Receiver<u32, u64>) -> Vec<(u32, u64, u64)> {
 
 /// Three senders of distinct keys race a `Sender::close` while the consumer drains:
 /// exactly the `Ok` sends are delivered, each once.
+///
+/// Rule: conflate 8 (close racing send). Trap: an `Ok` send lost at the close,
+/// or an `Err` one delivered.
 #[test]
 fn close_races_many_senders() {
     check(|| {
@@ -127,6 +128,9 @@ fn close_races_many_senders() {
 /// Values are one bit per send and merge by OR, so a batch says exactly which sends
 /// it holds: per sender, everything received up to any cut must be a prefix of
 /// that sender's sends (a cut is one instant, docs/design.md, "The cut is one instant" and "Own-value receivers: the core").
+///
+/// Rule: conflate 5 (one cut). Trap: a send merging into a value the cut owns,
+/// or a batch that is not a prefix of each sender's sends.
 #[test]
 fn cuts_are_instants_with_two_senders() {
     const KEYS: [u32; 6] = [0, 1, 0, 2, 1, 3];
@@ -164,6 +168,9 @@ fn cuts_are_instants_with_two_senders() {
 
 /// Summing merge, three senders on two keys, the consumer mixing pops, cuts and
 /// peeks: after the graceful close the sums and send counts are conserved.
+///
+/// Rule: conflate 2, 7, 13. Trap: a merge lost or counted twice between a pop,
+/// a cut and a peek.
 #[test]
 fn summing_merge_conserves() {
     check(|| {
@@ -192,6 +199,9 @@ fn summing_merge_conserves() {
 /// Receivers join and leave while two senders send distinct keys: a receiver
 /// alive throughout gets every send exactly once; churned ones never see a key
 /// twice.
+///
+/// Rule: conflate 4, "Registration versus send". Trap: a send reading a
+/// receiver already released, or delivering one send twice.
 #[test]
 fn receiver_churn_during_sends() {
     check(|| {
@@ -229,6 +239,9 @@ fn receiver_churn_during_sends() {
 /// registry"). The receiver registered before the sends gets each send exactly
 /// once; one registered during them never sees a key twice, and gets the send
 /// made after it registered.
+///
+/// Rule: conflate 4, "The registry". Trap: a compaction or a growth of the
+/// receiver array while a send reads it.
 #[test]
 fn receiver_churn_out_of_order_during_sends() {
     check(|| {
@@ -284,6 +297,8 @@ fn receiver_churn_out_of_order_during_sends() {
 
 /// `Hub::close` racing senders and two consumers: every send answers `Ok` or
 /// `Err`, nothing hangs, every receiver ends closed, later sends fail.
+///
+/// Rule: conflate 7, 8 (`Hub::close`). Trap: a hang, or a receiver left open.
 #[test]
 fn hub_close_races_senders_and_consumers() {
     check(|| {
@@ -310,6 +325,9 @@ fn hub_close_races_senders_and_consumers() {
 /// A merge that panics on a sentinel, racing an ordinary sender: the panic reaches
 /// only the sender that triggered it, and afterwards every receiver gets new
 /// sends (no poisoned lock, no raised in-flight count, no lost wake-up).
+///
+/// Rule: conflate 9, "Panics in user code". Trap: a poisoned lock, a raised
+/// in-flight count or a lost wake-up left by the panic.
 #[test]
 fn panicking_merge_leaves_bus_usable() {
     check(|| {
@@ -353,6 +371,8 @@ fn panicking_merge_leaves_bus_usable() {
 /// receives). A lost data wake-up leaves the consumer parked with every other
 /// thread finished: shuttle reports that as a deadlock. One consumer blocks in
 /// `recv` only; the other alternates `recv` and `try_recv_all`.
+///
+/// Rule: "Parking without lost wake-ups". Trap: a lost data wake-up.
 #[test]
 fn recv_woken_by_data_without_close() {
     check(|| {

@@ -3,19 +3,16 @@
 //! afford.
 //!
 //! Run: `RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle cargo test
-//! --release --test shuttle_conflate_state` (`KEYBUS_SHUTTLE_ITERS` sets schedules
+//! --release -p keybus-loom-tests --test shuttle_conflate_state` (`KEYBUS_SHUTTLE_ITERS` sets schedules
 //! per scenario; default 10,000).
 #![cfg(shuttle)]
 
 use keybus::conflate::{Hub, Receiver};
 use keybus::TryRecvError;
-use keybus_test_support::harness;
 use shuttle::thread;
 use std::collections::BTreeMap;
 
-fn iterations() -> usize {
-    harness::env_usize("KEYBUS_SHUTTLE_ITERS").unwrap_or(10_000)
-}
+use keybus_loom_tests::shuttle_iterations as iterations;
 
 /// Two sender threads over keys `0..keys`: sender `t` sends each key once,
 /// starting at key `t`, the `i`th send with value `value(i)`.
@@ -46,6 +43,9 @@ fn assert_conserved(rx: &Receiver<u32, i64>) {
 /// Two senders (summing merge) race two snapshot registrations and a consumer
 /// that drains one of them: every snapshot receiver's totals equal the table's,
 /// whatever came before and after its instant, and the counts balance.
+///
+/// Rule: conflate 11, 12, 14. Trap: a snapshot registration that is not one
+/// instant against the sends (a send lost or counted twice).
 #[test]
 fn snapshot_registrations_race_several_senders() {
     shuttle::check_random(
@@ -98,6 +98,9 @@ fn snapshot_registrations_race_several_senders() {
 /// Senders with annihilation and a bounded receiver race a consumer and a stats
 /// reader: no read ever sees more settled than received; after the join the law
 /// holds and `received + filtered` is every send.
+///
+/// Rule: conflate 13 (accounting). Trap: a stats read that tears, or counts
+/// inexact after the join.
 #[test]
 fn stats_reads_race_senders_and_a_consumer() {
     shuttle::check_random(
