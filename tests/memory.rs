@@ -12,6 +12,8 @@
 //! Hash tables and vectors grow by doubling, so bytes per key depend on where in
 //! its growth step a table is: the table reports several sizes.
 
+use keybus_test_support::broadcast_api::{self, Broadcast, BufferApi, Value};
+use keybus_test_support::conflate_api::{self, Conflate, Hub, HubApi, ReceiverApi, SenderApi};
 use keybus_test_support::counting::{self, Counting};
 
 #[global_allocator]
@@ -25,119 +27,121 @@ fn live_bytes<R>(f: impl FnOnce() -> R) -> (R, isize) {
     (r, usage.live_bytes)
 }
 
-macro_rules! conflate_memory {
-    ($($m:ident)::+) => {{
-        use $($m)::+::Hub;
-        let name = stringify!($($m)::+).replace(' ', "");
-        let mut lines = Vec::new();
-        // Per-thread lazy state (thread-locals such as the re-entrance mark)
-        // is created here, not counted below.
-        {
-            let hub: Hub<u64, u64> = Hub::new();
-            let (tx, mut rx) = (hub.sender(), hub.receiver());
-            tx.send(0, 0).unwrap();
-            let _ = rx.try_recv();
-        }
-        // A million keys only in release builds (`cargo test --release`): the
-        // debug build of CI's test stage would spend half a minute on it.
-        let sizes: &[u64] = if cfg!(debug_assertions) {
-            &[1_000, 10_000, 100_000]
-        } else {
-            &[1_000, 10_000, 100_000, 1_000_000]
-        };
-        for &keys in sizes {
-            for receivers in [1u64, 4] {
-                let hub: Hub<u64, u64> = Hub::new();
-                let tx = hub.sender();
-                let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
-                let ((), bytes) = live_bytes(|| {
-                    for k in 0..keys {
-                        tx.send(k, k).unwrap();
-                    }
-                });
-                assert!(rxs.iter().all(|rx| rx.len() == keys as usize));
-                let per_key = bytes as f64 / (keys * receivers) as f64;
-                lines.push(format!(
+/// The conflate rows of the footprint table for `I`, checking the bounds.
+fn conflate_memory<I: Conflate>() -> Vec<String> {
+    let name = I::NAME.replace(' ', "");
+    let mut lines = Vec::new();
+    // Per-thread lazy state (thread-locals such as the re-entrance mark)
+    // is created here, not counted below.
+    {
+        let hub = Hub::<I, u64, u64>::new();
+        let (tx, mut rx) = (hub.sender(), hub.receiver());
+        tx.send(0, 0).unwrap();
+        let _ = rx.try_recv();
+    }
+    // A million keys only in release builds (`cargo test --release`): the
+    // debug build of CI's test stage would spend half a minute on it.
+    let sizes: &[u64] = if cfg!(debug_assertions) {
+        &[1_000, 10_000, 100_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    };
+    for &keys in sizes {
+        for receivers in [1u64, 4] {
+            let hub = Hub::<I, u64, u64>::new();
+            let tx = hub.sender();
+            let rxs: Vec<_> = (0..receivers).map(|_| hub.receiver()).collect();
+            let ((), bytes) = live_bytes(|| {
+                for k in 0..keys {
+                    tx.send(k, k).unwrap();
+                }
+            });
+            assert!(rxs.iter().all(|rx| rx.len() == keys as usize));
+            let per_key = bytes as f64 / (keys * receivers) as f64;
+            lines.push(format!(
                     "| {name} | bytes per pending key per receiver ({keys} keys, {receivers} receiver{}) | {per_key:.1} |",
                     if receivers == 1 { "" } else { "s" }
                 ));
-                assert!(per_key < 1024.0, "{name}: {per_key} bytes per pending key");
-                // Bounded by keys, not sends: 200,000 more sends to the same
-                // keys (after one pass that lets full tables grow) add nothing.
-                if keys == 1_000 {
-                    for k in 0..keys {
-                        tx.send(k, k + 1).unwrap();
-                    }
-                    let ((), more) = live_bytes(|| {
-                        for i in 0..200_000u64 {
-                            tx.send(i % keys, i).unwrap();
-                        }
-                    });
-                    assert_eq!(more, 0, "{name}: coalescing sends grew the heap by {more} bytes");
+            assert!(per_key < 1024.0, "{name}: {per_key} bytes per pending key");
+            // Bounded by keys, not sends: 200,000 more sends to the same
+            // keys (after one pass that lets full tables grow) add nothing.
+            if keys == 1_000 {
+                for k in 0..keys {
+                    tx.send(k, k + 1).unwrap();
                 }
+                let ((), more) = live_bytes(|| {
+                    for i in 0..200_000u64 {
+                        tx.send(i % keys, i).unwrap();
+                    }
+                });
+                assert_eq!(
+                    more, 0,
+                    "{name}: coalescing sends grew the heap by {more} bytes"
+                );
             }
         }
-        let hub: Hub<u64, u64> = Hub::new();
-        let _warm = hub.receiver();
-        const IDLE: usize = 64;
-        let (idle, bytes) = live_bytes(|| (0..IDLE).map(|_| hub.receiver()).collect::<Vec<_>>());
-        // The Vec holding the receivers is not the receivers' cost.
-        let holder = (IDLE * std::mem::size_of_val(&idle[0])) as isize;
-        let per_rx = (bytes - holder) as f64 / IDLE as f64;
-        lines.push(format!(
+    }
+    let hub = Hub::<I, u64, u64>::new();
+    let _warm = hub.receiver();
+    const IDLE: usize = 64;
+    let (idle, bytes) = live_bytes(|| (0..IDLE).map(|_| hub.receiver()).collect::<Vec<_>>());
+    // The Vec holding the receivers is not the receivers' cost.
+    let holder = (IDLE * std::mem::size_of_val(&idle[0])) as isize;
+    let per_rx = (bytes - holder) as f64 / IDLE as f64;
+    lines.push(format!(
             "| {name} | bytes per idle receiver (heap, {IDLE} receivers; plus {} bytes inline) | {per_rx:.0} |",
             std::mem::size_of_val(&idle[0])
         ));
-        assert!(per_rx < 16.0 * 1024.0, "{name}: {per_rx} bytes per idle receiver");
-        drop(idle);
-        lines
-    }};
+    assert!(
+        per_rx < 16.0 * 1024.0,
+        "{name}: {per_rx} bytes per idle receiver"
+    );
+    drop(idle);
+    lines
 }
 
-macro_rules! broadcast_memory {
-    ($($m:ident)::+, $t:ty, $value:expr) => {{
-        use $($m)::+::Buffer;
-        let name = stringify!($($m)::+).replace(' ', "");
-        let ty = stringify!($t);
-        let mut lines = Vec::new();
-        // Per-thread lazy state first (see conflate_memory).
-        {
-            let b: Buffer<$t> = Buffer::new(4);
-            b.append($value(0)).unwrap();
-            let _ = b.latest();
+/// The broadcast rows of the footprint table for `B` with values `T` (named
+/// `ty`), made by `value`, checking the bounds.
+fn broadcast_memory<B: Broadcast, T: Value>(ty: &str, value: fn(u64) -> T) -> Vec<String> {
+    let name = B::NAME.replace(' ', "");
+    let mut lines = Vec::new();
+    // Per-thread lazy state first (see `conflate_memory`).
+    {
+        let b = B::Buffer::<T>::new(4);
+        b.append(value(0)).unwrap();
+        let _ = b.latest();
+    }
+    const CAP: u64 = 4_096;
+    let (buf, empty) = live_bytes(|| B::Buffer::<T>::new(CAP as usize));
+    let ((), filled) = live_bytes(|| {
+        for i in 0..3 * CAP {
+            buf.append(value(i)).unwrap();
         }
-        const CAP: u64 = 4_096;
-        let (buf, empty) = live_bytes(|| Buffer::<$t>::new(CAP as usize));
-        let ((), filled) = live_bytes(|| {
-            for i in 0..3 * CAP {
-                buf.append($value(i)).unwrap();
-            }
-        });
-        let per_entry = (empty + filled) as f64 / CAP as f64;
-        lines.push(format!(
+    });
+    let per_entry = (empty + filled) as f64 / CAP as f64;
+    lines.push(format!(
             "| {name} | bytes per retained entry, `{ty}` ({} bytes), full ring of {CAP} | {per_entry:.1} |",
-            std::mem::size_of::<$t>()
+            std::mem::size_of::<T>()
         ));
-        lines.push(format!(
-            "| {name} | of which allocated by `Buffer::new` (empty ring), per slot, `{ty}` | {:.1} |",
-            empty as f64 / CAP as f64
-        ));
-        assert!(per_entry < 256.0, "{name}: {per_entry} bytes per entry");
-        let ((), steady) = live_bytes(|| {
-            for i in 0..3 * CAP {
-                buf.append($value(i)).unwrap();
-            }
-        });
-        assert_eq!(steady, 0, "{name}: appends to a full ring grew the heap");
-        let (readers, bytes) = live_bytes(|| (0..64).map(|_| buf.reader()).collect::<Vec<_>>());
-        let holder = (64 * std::mem::size_of_val(&readers[0])) as isize;
-        lines.push(format!(
-            "| {name} | bytes per reader (heap; plus {} bytes inline) | {:.0} |",
-            std::mem::size_of_val(&readers[0]),
-            (bytes - holder) as f64 / 64.0
-        ));
-        lines
-    }};
+    lines.push(format!(
+        "| {name} | of which allocated by `Buffer::new` (empty ring), per slot, `{ty}` | {:.1} |",
+        empty as f64 / CAP as f64
+    ));
+    assert!(per_entry < 256.0, "{name}: {per_entry} bytes per entry");
+    let ((), steady) = live_bytes(|| {
+        for i in 0..3 * CAP {
+            buf.append(value(i)).unwrap();
+        }
+    });
+    assert_eq!(steady, 0, "{name}: appends to a full ring grew the heap");
+    let (readers, bytes) = live_bytes(|| (0..64).map(|_| buf.reader()).collect::<Vec<_>>());
+    let holder = (64 * std::mem::size_of_val(&readers[0])) as isize;
+    lines.push(format!(
+        "| {name} | bytes per reader (heap; plus {} bytes inline) | {:.0} |",
+        std::mem::size_of_val(&readers[0]),
+        (bytes - holder) as f64 / 64.0
+    ));
+    lines
 }
 
 #[test]
@@ -146,18 +150,22 @@ fn memory_footprint() {
         "| impl | what | bytes |".to_string(),
         "|---|---|---:|".to_string(),
     ];
-    lines.extend(conflate_memory!(keybus::conflate));
-    lines.extend(conflate_memory!(keybus::baseline::conflate));
+    lines.extend(conflate_memory::<conflate_api::Lockfree>());
+    lines.extend(conflate_memory::<conflate_api::Baseline>());
     let wide = |i: u64| [i; 4];
     let narrow = |i: u64| i;
-    lines.extend(broadcast_memory!(keybus::broadcast, [u64; 4], wide));
-    lines.extend(broadcast_memory!(
-        keybus::baseline::broadcast,
-        [u64; 4],
-        wide
+    lines.extend(broadcast_memory::<broadcast_api::Lockfree, _>(
+        "[u64; 4]", wide,
     ));
-    lines.extend(broadcast_memory!(keybus::broadcast, u64, narrow));
-    lines.extend(broadcast_memory!(keybus::baseline::broadcast, u64, narrow));
+    lines.extend(broadcast_memory::<broadcast_api::Baseline, _>(
+        "[u64; 4]", wide,
+    ));
+    lines.extend(broadcast_memory::<broadcast_api::Lockfree, _>(
+        "u64", narrow,
+    ));
+    lines.extend(broadcast_memory::<broadcast_api::Baseline, _>(
+        "u64", narrow,
+    ));
     println!("\n{}\n", lines.join("\n"));
 }
 
@@ -166,38 +174,38 @@ fn memory_footprint() {
 /// (which `len()` would not show: it is computed from counters). One other key
 /// stays pending throughout, so the queue is never empty and cannot be reset
 /// wholesale.
-macro_rules! annihilation_residue {
-    ($($m:ident)::+) => {{
-        use $($m)::+::Hub;
-        let name = stringify!($($m)::+).replace(' ', "");
-        let hub: Hub<u64, i64> = Hub::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
-        let tx = hub.sender();
-        let mut rx = hub.receiver();
-        const KEYS: u64 = 1_000;
-        const PAIRS: u64 = 200_000;
-        let anchor = u64::MAX;
-        let pass = |pairs: u64| {
-            tx.send(anchor, 1).unwrap();
-            for i in 0..pairs {
-                tx.send(i % KEYS, 1).unwrap();
-                tx.send(i % KEYS, -1).unwrap();
-            }
-        };
-        // One pass lets every table and list reach its working size.
-        pass(KEYS);
-        let ((), more) = live_bytes(|| pass(PAIRS));
-        assert!(
-            more <= 0,
-            "{name}: {PAIRS} annihilated pairs grew the heap by {more} bytes"
-        );
-        assert_eq!(rx.len(), 1, "{name}: only the anchor is pending");
-        assert_eq!(rx.try_recv().unwrap().key, anchor);
-        assert!(rx.try_recv().is_err(), "{name}: an annihilated key was delivered");
-    }};
+fn annihilation_residue<I: Conflate>() {
+    let name = I::NAME.replace(' ', "");
+    let hub = Hub::<I, u64, i64>::with_merge(|a, b| Some(a + b).filter(|s| *s != 0));
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    const KEYS: u64 = 1_000;
+    const PAIRS: u64 = 200_000;
+    let anchor = u64::MAX;
+    let pass = |pairs: u64| {
+        tx.send(anchor, 1).unwrap();
+        for i in 0..pairs {
+            tx.send(i % KEYS, 1).unwrap();
+            tx.send(i % KEYS, -1).unwrap();
+        }
+    };
+    // One pass lets every table and list reach its working size.
+    pass(KEYS);
+    let ((), more) = live_bytes(|| pass(PAIRS));
+    assert!(
+        more <= 0,
+        "{name}: {PAIRS} annihilated pairs grew the heap by {more} bytes"
+    );
+    assert_eq!(rx.len(), 1, "{name}: only the anchor is pending");
+    assert_eq!(rx.try_recv().unwrap().key, anchor);
+    assert!(
+        rx.try_recv().is_err(),
+        "{name}: an annihilated key was delivered"
+    );
 }
 
 #[test]
 fn annihilation_leaves_no_residue() {
-    annihilation_residue!(keybus::conflate);
-    annihilation_residue!(keybus::baseline::conflate);
+    annihilation_residue::<conflate_api::Lockfree>();
+    annihilation_residue::<conflate_api::Baseline>();
 }

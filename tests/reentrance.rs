@@ -6,6 +6,7 @@
 //! Every case runs the send on a helper thread and waits for its outcome with a
 //! deadline, so a regression fails the test instead of hanging it.
 
+use keybus_test_support::conflate_api::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -47,158 +48,158 @@ fn panic_message_of(send: impl FnOnce() + Send + 'static) -> String {
     }
 }
 
-macro_rules! reentrance_suite {
-    ($name:ident, $($m:ident)::+) => {
-        mod $name {
-            use super::*;
-            use $($m)::+::{Hub, Receiver};
+type Slot<I> = Arc<Mutex<Option<Hub<I, u32, u32>>>>;
 
-            type Slot = Arc<Mutex<Option<Hub<u32, u32>>>>;
-
-            /// A hub whose merge runs `call` on (a clone of) the hub itself.
-            fn hub_calling_back(call: impl Fn(&Hub<u32, u32>) + Send + Sync + 'static) -> Hub<u32, u32> {
-                let slot: Slot = Arc::default();
-                let inner = slot.clone();
-                let hub = Hub::with_merge(move |_pending, incoming| {
-                    if let Some(h) = inner.lock().unwrap().as_ref() {
-                        call(h);
-                    }
-                    Some(incoming)
-                });
-                *slot.lock().unwrap() = Some(hub.clone());
-                hub
-            }
-
-            /// Sends twice to one key (the second send runs the merge) and
-            /// returns the panic message; then checks the hub is still usable.
-            fn reentrant_message(call: impl Fn(&Hub<u32, u32>) + Send + Sync + 'static) -> String {
-                let hub = hub_calling_back(call);
-                let tx = hub.sender();
-                let mut rx = hub.receiver();
-                tx.send(1, 1).unwrap();
-                let tx2 = tx.clone();
-                let message = panic_message_of(move || {
-                    let _ = tx2.send(1, 2);
-                });
-                // The bus stays usable: a send to another key reaches the receiver.
-                tx.send(2, 3).unwrap();
-                let keys: Vec<u32> = rx.try_iter().map(|e| e.key).collect();
-                assert!(keys.contains(&2), "later sends still delivered, got {keys:?}");
-                message
-            }
-
-            #[test]
-            fn making_a_receiver_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| drop(h.receiver()));
-                assert!(msg.contains("Hub::receiver"), "{msg}");
-                assert!(msg.contains("inside Sender::send"), "{msg}");
-            }
-
-            #[test]
-            fn the_issue_reproduction_panics_instead_of_hanging() {
-                let msg = reentrant_message(|h| {
-                    drop(h.receiver());
-                    drop(h.receiver());
-                });
-                assert!(msg.contains("keybus: Hub::receiver"), "{msg}");
-            }
-
-            #[test]
-            fn closing_the_hub_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| h.close_now());
-                assert!(msg.contains("Hub::close_now"), "{msg}");
-            }
-
-            #[test]
-            fn listing_the_receivers_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| drop(h.receivers()));
-                assert!(msg.contains("Hub::receivers"), "{msg}");
-            }
-
-            #[test]
-            fn closing_the_send_side_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| h.sender().close());
-                assert!(msg.contains("Sender::close"), "{msg}");
-            }
-
-            #[test]
-            fn sending_from_a_merge_panics_with_the_call() {
-                let msg = reentrant_message(|h| {
-                    let _ = h.sender().send(1, 9);
-                });
-                assert!(msg.contains("Sender::send"), "{msg}");
-            }
-
-            #[test]
-            fn closing_a_receiver_from_a_filter_panics_with_the_call() {
-                let victim: Arc<Mutex<Option<Receiver<u32, u32>>>> = Arc::default();
-                let hub: Hub<u32, u32> = Hub::new();
-                let inner = victim.clone();
-                let mut _rx = hub
-                    .receiver_builder()
-                    .key_filter(move |_| {
-                        if let Some(rx) = inner.lock().unwrap().as_ref() {
-                            rx.close();
-                        }
-                        true
-                    })
-                    .build();
-                *victim.lock().unwrap() = Some(hub.receiver());
-                let tx = hub.sender();
-                let msg = panic_message_of(move || {
-                    let _ = tx.send(1, 1);
-                });
-                assert!(msg.contains("Receiver::close"), "{msg}");
-                // The receiver was left as it was, and closes normally outside.
-                // (The panic unwound through the test's mutex guard.)
-                let rx = victim
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take()
-                    .unwrap();
-                rx.close();
-                drop(rx);
-            }
-
-            #[test]
-            fn dropping_a_receiver_from_a_merge_panics_with_the_call() {
-                let victim: Arc<Mutex<Option<Receiver<u32, u32>>>> = Arc::default();
-                let inner = victim.clone();
-                let hub = Hub::with_merge(move |_p: u32, n: u32| {
-                    drop(inner.lock().unwrap().take());
-                    Some(n)
-                });
-                let tx = hub.sender();
-                let _rx = hub.receiver();
-                *victim.lock().unwrap() = Some(hub.receiver());
-                tx.send(1, 1).unwrap();
-                let tx2 = tx.clone();
-                let msg = panic_message_of(move || {
-                    let _ = tx2.send(1, 2);
-                });
-                assert!(msg.contains("dropping a Receiver"), "{msg}");
-                tx.send(2, 2).unwrap();
-            }
-
-            #[test]
-            fn another_hub_may_be_used_from_a_merge() {
-                let other: Hub<u32, u32> = Hub::new();
-                let mut seen = other.receiver();
-                let forward = other.sender();
-                let hub = Hub::with_merge(move |_p: u32, n: u32| {
-                    forward.send(7, n).unwrap();
-                    drop(forward.clone());
-                    Some(n)
-                });
-                let (tx, mut rx) = (hub.sender(), hub.receiver());
-                tx.send(1, 1).unwrap();
-                tx.send(1, 2).unwrap();
-                assert_eq!(rx.try_recv().unwrap().value, 2);
-                assert_eq!(seen.try_recv().unwrap().value, 2);
-            }
+/// A hub whose merge runs `call` on (a clone of) the hub itself.
+fn hub_calling_back<I: Conflate>(
+    call: impl Fn(&Hub<I, u32, u32>) + Send + Sync + 'static,
+) -> Hub<I, u32, u32> {
+    let slot: Slot<I> = Arc::default();
+    let inner = slot.clone();
+    let hub = Hub::<I, u32, u32>::with_merge(move |_pending, incoming| {
+        if let Some(h) = inner.lock().unwrap().as_ref() {
+            call(h);
         }
-    };
+        Some(incoming)
+    });
+    *slot.lock().unwrap() = Some(hub.clone());
+    hub
 }
 
-reentrance_suite!(lockfree, keybus::conflate);
-reentrance_suite!(baseline, keybus::baseline::conflate);
+/// Sends twice to one key (the second send runs the merge) and
+/// returns the panic message; then checks the hub is still usable.
+fn reentrant_message<I: Conflate>(
+    call: impl Fn(&Hub<I, u32, u32>) + Send + Sync + 'static,
+) -> String {
+    let hub = hub_calling_back::<I>(call);
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    tx.send(1, 1).unwrap();
+    let tx2 = tx.clone();
+    let message = panic_message_of(move || {
+        let _ = tx2.send(1, 2);
+    });
+    // The bus stays usable: a send to another key reaches the receiver.
+    tx.send(2, 3).unwrap();
+    let keys: Vec<u32> = rx.try_iter().map(|e| e.key).collect();
+    assert!(
+        keys.contains(&2),
+        "later sends still delivered, got {keys:?}"
+    );
+    message
+}
+
+fn making_a_receiver_from_a_merge_panics_with_the_call<I: Conflate>() {
+    let msg = reentrant_message::<I>(|h| drop(h.receiver()));
+    assert!(msg.contains("Hub::receiver"), "{msg}");
+    assert!(msg.contains("inside Sender::send"), "{msg}");
+}
+
+fn the_issue_reproduction_panics_instead_of_hanging<I: Conflate>() {
+    let msg = reentrant_message::<I>(|h| {
+        drop(h.receiver());
+        drop(h.receiver());
+    });
+    assert!(msg.contains("keybus: Hub::receiver"), "{msg}");
+}
+
+fn closing_the_hub_from_a_merge_panics_with_the_call<I: Conflate>() {
+    let msg = reentrant_message::<I>(|h| h.close_now());
+    assert!(msg.contains("Hub::close_now"), "{msg}");
+}
+
+fn listing_the_receivers_from_a_merge_panics_with_the_call<I: Conflate>() {
+    let msg = reentrant_message::<I>(|h| drop(h.receivers()));
+    assert!(msg.contains("Hub::receivers"), "{msg}");
+}
+
+fn closing_the_send_side_from_a_merge_panics_with_the_call<I: Conflate>() {
+    let msg = reentrant_message::<I>(|h| h.sender().close());
+    assert!(msg.contains("Sender::close"), "{msg}");
+}
+
+fn sending_from_a_merge_panics_with_the_call<I: Conflate>() {
+    let msg = reentrant_message::<I>(|h| {
+        let _ = h.sender().send(1, 9);
+    });
+    assert!(msg.contains("Sender::send"), "{msg}");
+}
+
+fn closing_a_receiver_from_a_filter_panics_with_the_call<I: Conflate>() {
+    let victim: Arc<Mutex<Option<Receiver<I, u32, u32>>>> = Arc::default();
+    let hub = Hub::<I, u32, u32>::new();
+    let inner = victim.clone();
+    let mut _rx = hub
+        .receiver_builder()
+        .key_filter(move |_| {
+            if let Some(rx) = inner.lock().unwrap().as_ref() {
+                rx.close();
+            }
+            true
+        })
+        .build();
+    *victim.lock().unwrap() = Some(hub.receiver());
+    let tx = hub.sender();
+    let msg = panic_message_of(move || {
+        let _ = tx.send(1, 1);
+    });
+    assert!(msg.contains("Receiver::close"), "{msg}");
+    // The receiver was left as it was, and closes normally outside.
+    // (The panic unwound through the test's mutex guard.)
+    let rx = victim
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap();
+    rx.close();
+    drop(rx);
+}
+
+fn dropping_a_receiver_from_a_merge_panics_with_the_call<I: Conflate>() {
+    let victim: Arc<Mutex<Option<Receiver<I, u32, u32>>>> = Arc::default();
+    let inner = victim.clone();
+    let hub = Hub::<I, u32, u32>::with_merge(move |_p: u32, n: u32| {
+        drop(inner.lock().unwrap().take());
+        Some(n)
+    });
+    let tx = hub.sender();
+    let _rx = hub.receiver();
+    *victim.lock().unwrap() = Some(hub.receiver());
+    tx.send(1, 1).unwrap();
+    let tx2 = tx.clone();
+    let msg = panic_message_of(move || {
+        let _ = tx2.send(1, 2);
+    });
+    assert!(msg.contains("dropping a Receiver"), "{msg}");
+    tx.send(2, 2).unwrap();
+}
+
+fn another_hub_may_be_used_from_a_merge<I: Conflate>() {
+    let other = Hub::<I, u32, u32>::new();
+    let mut seen = other.receiver();
+    let forward = other.sender();
+    let hub = Hub::<I, u32, u32>::with_merge(move |_p: u32, n: u32| {
+        forward.send(7, n).unwrap();
+        drop(forward.clone());
+        Some(n)
+    });
+    let (tx, mut rx) = (hub.sender(), hub.receiver());
+    tx.send(1, 1).unwrap();
+    tx.send(1, 2).unwrap();
+    assert_eq!(rx.try_recv().unwrap().value, 2);
+    assert_eq!(seen.try_recv().unwrap().value, 2);
+}
+
+keybus_test_support::tests_for! {
+    crate for lockfree = Lockfree, baseline = Baseline => {
+        making_a_receiver_from_a_merge_panics_with_the_call,
+        the_issue_reproduction_panics_instead_of_hanging,
+        closing_the_hub_from_a_merge_panics_with_the_call,
+        listing_the_receivers_from_a_merge_panics_with_the_call,
+        closing_the_send_side_from_a_merge_panics_with_the_call,
+        sending_from_a_merge_panics_with_the_call,
+        closing_a_receiver_from_a_filter_panics_with_the_call,
+        dropping_a_receiver_from_a_merge_panics_with_the_call,
+        another_hub_may_be_used_from_a_merge,
+    }
+}

@@ -25,6 +25,7 @@
 //! stale slot loses thousands of counts per round (the planted bug in
 //! `.ci/mutants`, `s1`, is caught this way). Nothing here asserts on time.
 
+use keybus_test_support::conflate_api::*;
 use keybus_test_support::threads::Crew;
 use std::cell::RefCell;
 use std::sync::{mpsc, Arc, Barrier, Mutex};
@@ -130,26 +131,25 @@ fn round(send: Arc<dyn Fn() + Send + Sync>, early: u64) -> u64 {
     early + 2 * (SENDS + 1 + SENDS)
 }
 
-macro_rules! sent_counter_thread_exit {
-    ($name:ident, $($m:ident)::+) => {
-        #[test]
-        fn $name() {
-            let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-            let hub = $($m)::+::Hub::<u32, u32>::new();
-            let tx = hub.sender();
-            let send: Arc<dyn Fn() + Send + Sync> = Arc::new(move || tx.send(0, 0).unwrap());
-            let mut expected = 0;
-            for r in 0..ROUNDS {
-                expected += round(send.clone(), 10 + r);
-                assert_eq!(
-                    hub.stats().sent,
-                    expected,
-                    "round {r}: sends from thread-local destructors lost or counted twice"
-                );
-            }
-        }
-    };
+/// `sent` is exact over every round, on `I`.
+fn sent_is_exact_across_thread_exit<I: Conflate>() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let hub = Hub::<I, u32, u32>::new();
+    let tx = hub.sender();
+    let send: Arc<dyn Fn() + Send + Sync> = Arc::new(move || tx.send(0, 0).unwrap());
+    let mut expected = 0;
+    for r in 0..ROUNDS {
+        expected += round(send.clone(), 10 + r);
+        assert_eq!(
+            hub.stats().sent,
+            expected,
+            "round {r}: sends from thread-local destructors lost or counted twice"
+        );
+    }
 }
 
-sent_counter_thread_exit!(lockfree, keybus::conflate);
-sent_counter_thread_exit!(baseline, keybus::baseline::conflate);
+keybus_test_support::tests_for! {
+    crate for lockfree = Lockfree, baseline = Baseline => {
+        sent_is_exact_across_thread_exit,
+    }
+}

@@ -24,6 +24,7 @@
 use futures::Stream;
 use std::fmt;
 use std::future::Future;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::Duration;
 
 pub use keybus::broadcast::{Cursor, Position};
@@ -47,7 +48,9 @@ pub trait Broadcast: 'static {
 
 /// `Buffer<T>`: the methods of `keybus::broadcast::Buffer`, same names, same
 /// signatures.
-pub trait BufferApi<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
+pub trait BufferApi<T: Value>:
+    Clone + fmt::Debug + Send + Sync + UnwindSafe + RefUnwindSafe + 'static
+{
     /// The reader this buffer hands out.
     type Reader: ReaderApi<T>;
 
@@ -75,6 +78,13 @@ pub trait BufferApi<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
     fn retained(&self) -> Vec<Entry<T>>;
     /// `Buffer::try_read`.
     fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
+    /// `Buffer::try_read_into`.
+    fn try_read_into(
+        &self,
+        after: impl Position,
+        limit: usize,
+        out: &mut Vec<Entry<T>>,
+    ) -> Result<usize, ReadError>;
     /// `Buffer::read`.
     fn read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError>;
     /// `Buffer::read_timeout`.
@@ -104,7 +114,13 @@ pub trait BufferApi<T: Value>: Clone + fmt::Debug + Send + Sync + 'static {
 
 /// `Reader<T>`: the methods of `keybus::broadcast::Reader`, and its `Stream`.
 pub trait ReaderApi<T: Value>:
-    Stream<Item = Result<Entry<T>, ReadError>> + Unpin + fmt::Debug + Send + 'static
+    Stream<Item = Result<Entry<T>, ReadError>>
+    + Unpin
+    + fmt::Debug
+    + Send
+    + UnwindSafe
+    + RefUnwindSafe
+    + 'static
 {
     /// `Reader::cursor`.
     fn cursor(&self) -> Cursor;
@@ -177,6 +193,14 @@ macro_rules! broadcast_api {
             }
             fn try_read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
                 Self::try_read(self, after, limit)
+            }
+            fn try_read_into(
+                &self,
+                after: impl Position,
+                limit: usize,
+                out: &mut Vec<Entry<T>>,
+            ) -> Result<usize, ReadError> {
+                Self::try_read_into(self, after, limit, out)
             }
             fn read(&self, after: impl Position, limit: usize) -> Result<Vec<Entry<T>>, ReadError> {
                 Self::read(self, after, limit)

@@ -28,7 +28,8 @@
 //! implementations at the crate root, so they need no abstraction.
 //!
 //! The bounds on the handle traits (`Send`, `Sync`, `Clone`, `Debug` without
-//! `K: Debug`, `Unpin`, a `Send` receive future) are part of the API: an
+//! `K: Debug`, `Unpin`, `UnwindSafe` and `RefUnwindSafe`, a `Send` receive
+//! future) are part of the API: an
 //! implementation that lost one would no longer implement these traits, and every
 //! suite written against them would stop compiling.
 
@@ -40,6 +41,7 @@ use keybus::{
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
 /// What a conflate key must be (the bound on `Hub<K, V>`'s methods).
@@ -75,7 +77,7 @@ pub type ReceiverWatch<I, K, V> = <Receiver<I, K, V> as ReceiverApi<K, V>>::Watc
 
 /// `Hub<K, V>`: construction, state table, handles, hard close.
 pub trait HubApi<K: Key, V: Value>:
-    Clone + Default + Debug + Send + Sync + Sized + 'static
+    Clone + Default + Debug + Send + Sync + UnwindSafe + RefUnwindSafe + Sized + 'static
 {
     /// `HubBuilder<K, V>`.
     type Builder: HubBuilderApi<K, V, Hub = Self>;
@@ -120,7 +122,7 @@ pub trait HubApi<K: Key, V: Value>:
 }
 
 /// `HubBuilder<K, V>`.
-pub trait HubBuilderApi<K: Key, V: Value>: Debug + Sized {
+pub trait HubBuilderApi<K: Key, V: Value>: Debug + UnwindSafe + RefUnwindSafe + Sized {
     /// The hub it builds.
     type Hub: HubApi<K, V>;
     /// `HubBuilder::merge`.
@@ -138,7 +140,9 @@ pub trait HubBuilderApi<K: Key, V: Value>: Debug + Sized {
 }
 
 /// `Sender<K, V>`.
-pub trait SenderApi<K: Key, V: Value>: Clone + Debug + Send + Sync + 'static {
+pub trait SenderApi<K: Key, V: Value>:
+    Clone + Debug + Send + Sync + UnwindSafe + RefUnwindSafe + 'static
+{
     /// `Sender::send`.
     fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>>;
     /// `Sender::close`.
@@ -148,7 +152,7 @@ pub trait SenderApi<K: Key, V: Value>: Clone + Debug + Send + Sync + 'static {
 }
 
 /// `ReceiverBuilder<K, V>`.
-pub trait ReceiverBuilderApi<K: Key, V: Value>: Debug + Sized {
+pub trait ReceiverBuilderApi<K: Key, V: Value>: Debug + UnwindSafe + RefUnwindSafe + Sized {
     /// The receiver it builds.
     type Receiver: ReceiverApi<K, V>;
     /// `ReceiverBuilder::key`.
@@ -173,7 +177,15 @@ pub trait ReceiverBuilderApi<K: Key, V: Value>: Debug + Sized {
 
 /// `Receiver<K, V>`, a `Stream` of events as the real one is.
 pub trait ReceiverApi<K: Key, V: Value>:
-    Stream<Item = Event<K, V>> + Debug + Send + Sync + Unpin + Sized + 'static
+    Stream<Item = Event<K, V>>
+    + Debug
+    + Send
+    + Sync
+    + Unpin
+    + UnwindSafe
+    + RefUnwindSafe
+    + Sized
+    + 'static
 {
     /// `ReceiverWatch<K, V>`.
     type Watch: ReceiverWatchApi;
@@ -187,6 +199,8 @@ pub trait ReceiverApi<K: Key, V: Value>:
     fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError>;
     /// `Receiver::try_recv_all`.
     fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError>;
+    /// `Receiver::try_recv_all_into`.
+    fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError>;
     /// `Receiver::peek`.
     fn peek(&mut self) -> Result<Event<K, V>, TryRecvError>;
     /// `Receiver::recv_async`.
@@ -323,6 +337,9 @@ macro_rules! conflate_api_impl {
             }
             fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> { self.try_recv() }
             fn try_recv_all(&mut self) -> Result<Vec<Event<K, V>>, TryRecvError> { self.try_recv_all() }
+            fn try_recv_all_into(&mut self, out: &mut Vec<Event<K, V>>) -> Result<usize, TryRecvError> {
+                self.try_recv_all_into(out)
+            }
             fn peek(&mut self) -> Result<Event<K, V>, TryRecvError> { self.peek() }
             fn recv_async(
                 &mut self,

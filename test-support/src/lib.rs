@@ -2,11 +2,35 @@
 //! lockstep runners (`conflate_ops`, `broadcast_ops`), the plumbing they run on
 //! (`harness`: byte sources, quiet expected panics, shrinking), the threads of
 //! threaded tests, which fail instead of hanging when one panics (`threads`), the counting
-//! allocator (`counting`), the broadcast API as traits (`broadcast_api`) and the
-//! suites written once over it (`conformance`, `bad_input`, `soak`).
+//! allocator (`counting`), the two buses' APIs as traits (`conflate_api`,
+//! `broadcast_api`) and the suites written once over them (`conformance`,
+//! `bad_input`, `soak`).
 //!
-//! A suite is a module of generic functions, one per test; a file in `tests/`
-//! turns them into `#[test]`s with [`tests_for!`], one module per implementation.
+//! # One way to run a test against both implementations
+//!
+//! Every test that runs against both implementations of a bus is written once,
+//! as a generic function over the bus's API traits ([`conflate_api::Conflate`],
+//! [`broadcast_api::Broadcast`]), and instantiated by [`tests_for!`]: one line
+//! per implementation, a module each (`lockfree`, `baseline`), in it one
+//! `#[test]` per listed function, calling it. The body is one hop from its
+//! `#[test]`:
+//!
+//! - a suite shared by several files (conformance, bad input, soak) lives here,
+//!   one file per topic, and the file in `tests/` names it:
+//!   `tests_for! { keybus_test_support::conformance::conflate for … }`;
+//! - a suite of one file (allocation, re-entrance, unwind safety, `len` tearing,
+//!   …) keeps its generic functions in that file: `tests_for! { crate for … }`,
+//!   or `crate::conflate for …` where the file holds a module per bus.
+//!
+//! A test that compares the implementations within one run (`tests/memory.rs`'s
+//! table, `tests/alloc.rs`'s first coalescing pass) calls the same generic
+//! functions once per implementation itself. The differential tests are pairs
+//! (`keybus` against the baseline, each against the model), not one function per
+//! implementation: `tests/differential.rs` lists its pairs and seeds in a table.
+//!
+//! Names: `tests/<file>.rs` → `lockfree::<function>` and `baseline::<function>`,
+//! so `cargo test --test <file> <function>` runs it on both, and
+//! `lockfree::<function>` on one.
 //!
 //! Not published: a dev-dependency of `keybus` (an integration test links this
 //! crate and the library it depends on, which is the same `keybus`) and a
@@ -30,6 +54,8 @@ pub mod threads;
 /// use keybus_test_support::broadcast_api::{Baseline, Lockfree};
 /// use keybus_test_support::conformance::broadcast as suite;
 ///
+/// // `suite` is any path to a module of generic functions: a suite of this
+/// // crate, or `crate` (or `crate::some_module`) for bodies in the test file.
 /// keybus_test_support::tests_for! {
 ///     suite for baseline = Baseline, lockfree = Lockfree => {
 ///         rule1_revisions_start_at_one_and_rise_by_one,
