@@ -1,14 +1,13 @@
 //! Soak: a bounded stress run of each bus, written once over its API traits and
-//! run against both implementations (`tests/soak_conflate.rs`,
-//! `tests/soak_broadcast.rs`). What each checks is in [`conflate`] and
+//! run against both implementations (`tests/soak.rs`). What each checks is in [`conflate`] and
 //! [`broadcast`]; here is what they share: the time budget, the seed, the
 //! memory meter and the run loop.
 //!
 //! A run is a sequence of *epochs*, each on a new hub / buffer, until its share
 //! of the time budget is spent. The budget is `KEYBUS_SOAK_SECS` seconds for the
-//! whole soak, both files (default 20 in release builds, 2 in debug builds, so a
+//! whole soak, both buses (default 20 in release builds, 2 in debug builds, so a
 //! plain `cargo test` stays fast), split evenly between the four runs (two buses
-//! × two implementations). The runs of one file take turns (one lock) because
+//! × two implementations). The runs take turns (one lock) because
 //! they share the process-wide counts of the counting allocator, which the test
 //! binary installs. The time budget only bounds how many epochs run: nothing
 //! asserts on time.
@@ -19,7 +18,7 @@
 //! starting level (within a small tolerance).
 //!
 //! Run the full soak with
-//! `cargo test --release --test soak_conflate --test soak_broadcast -- --nocapture`;
+//! `cargo test --release --test soak -- --nocapture`;
 //! `KEYBUS_SOAK_SEED` repeats a run's epoch shapes (its seed is printed).
 
 use crate::counting;

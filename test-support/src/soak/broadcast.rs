@@ -1,5 +1,5 @@
 //! The broadcast soak, written once over [`Broadcast`] and run against both
-//! implementations by `tests/soak_broadcast.rs` (budget, seed and memory bounds:
+//! implementations by `tests/soak.rs` (budget, seed and memory bounds:
 //! the [parent module](super)).
 //!
 //! An epoch: two writers (one using `append_if_changed`), readers with every

@@ -1,5 +1,5 @@
 //! The conflate soak, written once over [`Conflate`] and run against both
-//! implementations by `tests/soak_conflate.rs` (budget, seed and memory bounds:
+//! implementations by `tests/soak.rs` (budget, seed and memory bounds:
 //! the [parent module](super)).
 //!
 //! An epoch: producers send to many keys (a few hot ones), with values whose
