@@ -11,7 +11,7 @@
 //! on every interesting boundary: the evicted range, `oldest - 1`, the tail, and the
 //! future, whatever the capacity.
 
-use crate::harness::{self, clone_picked, drop_picked, pick, Lockstep, Source, Tally};
+use crate::harness::{self, clone_picked, drop_picked, pick, Answer as _, Lockstep, Source, Tally};
 use keybus::{Entry, ReadError};
 use std::time::Duration;
 
@@ -300,16 +300,12 @@ fn error_label(e: &ReadError) -> &'static str {
     }
 }
 
-impl Outcome {
-    /// `Done` if the op did something, else `Skipped`.
-    fn done(did: bool) -> Outcome {
-        if did {
-            Outcome::Done
-        } else {
-            Outcome::Skipped
-        }
-    }
+impl harness::Answer for Outcome {
+    const DONE: Self = Outcome::Done;
+    const SKIPPED: Self = Outcome::Skipped;
+}
 
+impl Outcome {
     /// A coarse kind, for the coverage tally the tests print.
     pub fn label(&self) -> &'static str {
         match self {

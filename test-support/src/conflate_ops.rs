@@ -14,7 +14,9 @@
 //! after every op: the values it keeps alive are exactly its pending slots (a closed
 //! or dropped receiver's values are gone at once), and nothing outlives the handles.
 
-use crate::harness::{self, clone_picked, drop_picked, pick, Lockstep, Source, Tally, UserPanic};
+use crate::harness::{
+    self, clone_picked, drop_picked, pick, Answer as _, Lockstep, Source, Tally, UserPanic,
+};
 use keybus::{RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -499,16 +501,12 @@ pub enum Outcome {
     Stats(St),
 }
 
-impl Outcome {
-    /// `Done` if the op did something, else `Skipped`.
-    fn done(did: bool) -> Outcome {
-        if did {
-            Outcome::Done
-        } else {
-            Outcome::Skipped
-        }
-    }
+impl harness::Answer for Outcome {
+    const DONE: Self = Outcome::Done;
+    const SKIPPED: Self = Outcome::Skipped;
+}
 
+impl Outcome {
     /// A coarse kind, for the coverage tally the tests print.
     pub fn label(&self) -> &'static str {
         match self {

@@ -109,6 +109,25 @@ pub fn pick(len: usize, index: u8) -> Option<usize> {
     (len > 0).then(|| usize::from(index) % len)
 }
 
+/// The two plain outcomes an op model's `Outcome` has: the op did something,
+/// or it had no handle to act on.
+pub trait Answer: Sized {
+    /// The op did something.
+    const DONE: Self;
+    /// The op had no handle to act on.
+    const SKIPPED: Self;
+
+    /// [`DONE`](Self::DONE) if the op did something (as [`drop_picked`] and
+    /// [`clone_picked`] report), else [`SKIPPED`](Self::SKIPPED).
+    fn done(did: bool) -> Self {
+        if did {
+            Self::DONE
+        } else {
+            Self::SKIPPED
+        }
+    }
+}
+
 /// Drops the handle `index` picks (see [`pick`]); `false` when there is none.
 pub fn drop_picked<H>(handles: &mut Vec<H>, index: u8) -> bool {
     pick(handles.len(), index)
