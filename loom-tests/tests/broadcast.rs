@@ -210,6 +210,7 @@ fn read_until_closed<T: Clone + Send + Sync + 'static>(reader: &mut Reader<T>) -
     }
 }
 
+/// Rule: broadcast 2, 8. Trap: a torn value, or one under the wrong revision.
 #[test]
 fn read_vs_overwrite_of_the_same_slot() {
     // Capacity 1 = two slots: revision 3 rewrites revision 1's slot.
@@ -247,6 +248,8 @@ fn read_vs_overwrite_of_the_same_slot() {
     );
 }
 
+/// Rule: broadcast 1, 2. Trap: a batch with a hole or a wrong revision. Mutant:
+/// k (`.ci/mutants`).
 #[test]
 fn batch_read_races_eviction() {
     race(
@@ -282,6 +285,7 @@ fn batch_read_races_eviction() {
     );
 }
 
+/// Rule: broadcast 1. Trap: `Gap` at `a - 1`, a wrong entry at `a - 2`.
 #[test]
 fn gap_boundary_while_an_append_evicts() {
     loom::model(|| {
@@ -322,6 +326,8 @@ fn gap_boundary_while_an_append_evicts() {
     });
 }
 
+/// Rule: broadcast 6. Trap: entries lost before `Closed`; a lost wake-up.
+/// Mutant: j (`.ci/mutants`).
 #[test]
 fn close_vs_draining_read() {
     race(
@@ -347,6 +353,7 @@ fn close_vs_draining_read() {
     );
 }
 
+/// Rule: broadcast 6. Trap: an `Ok` append not drained, an `Err` one published.
 #[test]
 fn close_racing_append() {
     loom::model(|| {
@@ -366,6 +373,8 @@ fn close_racing_append() {
     });
 }
 
+/// Rule: "Broadcast: the state word" (parking). Trap: a lost wake-up (blocking
+/// and async). Mutant: j (`.ci/mutants`).
 #[test]
 fn park_vs_wake() {
     loom::model(|| {
@@ -376,6 +385,8 @@ fn park_vs_wake() {
     });
 }
 
+/// Rule: "Broadcast: the state word" (parking). Trap: a lost wake-up (blocking
+/// and async). Mutant: j (`.ci/mutants`).
 #[test]
 fn park_vs_wake_async() {
     loom::model(|| {
@@ -388,6 +399,7 @@ fn park_vs_wake_async() {
     });
 }
 
+/// Rule: broadcast 5. Trap: duplicate or missing revisions.
 #[test]
 fn two_concurrent_appenders() {
     loom::model(|| {
@@ -409,6 +421,8 @@ fn two_concurrent_appenders() {
     });
 }
 
+/// Rule: broadcast 3, 8. Trap: a recycled node overwritten while a reader
+/// clones it. Mutant: k (`.ci/mutants`).
 #[test]
 fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
     loom::model(|| {
@@ -438,6 +452,7 @@ fn recycling_never_rewrites_a_value_a_reader_is_cloning() {
     });
 }
 
+/// Rule: broadcast 3, 8. Trap: the same with two pins.
 #[test]
 fn two_readers_pin_while_the_writer_recycles() {
     loom::model(|| {
@@ -468,6 +483,8 @@ fn two_readers_pin_while_the_writer_recycles() {
 
 // --- The state word: writer lock, publishing swap, parking flag -------------
 
+/// Rule: "Broadcast: the state word" (parking). Trap: the first publish clears
+/// the second reader's parking flag. Mutant: j (`.ci/mutants`).
 #[test]
 fn two_parked_readers_vs_two_appends() {
     loom::model(|| {
@@ -488,6 +505,7 @@ fn two_parked_readers_vs_two_appends() {
     });
 }
 
+/// Rule: broadcast 5. Trap: the writer lock bit and parking interfering.
 #[test]
 fn parked_reader_vs_two_contending_appenders() {
     loom::model(|| {
@@ -512,6 +530,8 @@ impl PartialEq for Touchy {
     }
 }
 
+/// Rule: "Panics in user code". Trap: a lock bit left held after `T::eq`
+/// panics.
 #[test]
 fn a_panic_under_the_writer_lock_releases_it() {
     loom::model(|| {

@@ -77,6 +77,9 @@ fn cut(rx: &mut Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
 /// docs/design.md, "Close versus send": `Sender::close` racing `send`, with the receiver
 /// draining concurrently. A send that returned `Ok` is delivered before `Closed`;
 /// one that returned `Err` is never delivered.
+///
+/// Rule: conflate 8 (close racing send). Trap: an `Ok` send lost at close, an
+/// `Err` send delivered. Mutant: l (`.ci/mutants`).
 #[test]
 fn close_vs_send_exactly_one_outcome() {
     loom::model(|| {
@@ -102,6 +105,9 @@ fn close_vs_send_exactly_one_outcome() {
 
 /// docs/design.md, "The cut is one instant": a cut while one sender sends `a` then `b` (different
 /// shards) then `a` again. Every batch is one instant: a prefix of the send order.
+///
+/// Rule: conflate 5 (one cut), trap 13. Trap: a batch that is not a prefix of
+/// the send order. Mutant: a1, a2, a3, m (`.ci/mutants`).
 #[test]
 fn cut_is_one_instant_across_shards() {
     loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver()));
@@ -110,6 +116,9 @@ fn cut_is_one_instant_across_shards() {
 /// The same cut for a receiver that keeps its own values (a key filter that
 /// takes everything makes it one: the slab-and-tickets core, newer wins): its
 /// cut epoch and the newer-wins fast path of its core.
+///
+/// Rule: conflate 5, own-value receivers. Trap: a send overwriting a value the
+/// cut owns. Mutant: a4, m (`.ci/mutants`).
 #[test]
 fn cut_is_one_instant_across_shards_own_values() {
     loom::model(|| {
@@ -153,6 +162,8 @@ fn cut_while_sending_a_b_a(receiver: impl FnOnce(&Hub<u32, u32>) -> Receiver<u32
 /// The same cut on the merge path: one sender sends `a`, `b`, `a` again and `b`
 /// again, one bit each, OR-merged, so a batch says exactly which sends it holds.
 /// Every batch is an instant: the sends it holds are a prefix of the send order.
+///
+/// Rule: conflate 5 and 2. Trap: the same on the merge path.
 #[test]
 fn cut_is_one_instant_with_a_merge() {
     loom::model(|| {
@@ -187,6 +198,9 @@ fn cut_is_one_instant_with_a_merge() {
 /// pops: each merge lands either in the popped value (delivered now) or in a
 /// fresh slot (delivered later): never lost, never seen twice, and every
 /// delivery holds the next run of sends in order.
+///
+/// Rule: conflate 1, 2. Trap: a merge lost or delivered twice by a concurrent
+/// pop.
 #[test]
 fn coalesce_vs_pop_one_key() {
     loom::model(|| {
@@ -225,6 +239,9 @@ fn coalesce_vs_pop_one_key() {
 /// again, then sends a second key. Each value is delivered or annihilated, never
 /// both: per key the delivered values sum to what was sent, deliveries keep send
 /// order, and nothing is left behind (`len()` 0, no stale delivery).
+///
+/// Rule: conflate 2 (annihilation). Trap: a value both delivered and
+/// annihilated, residue left.
 #[test]
 fn annihilate_vs_pop() {
     loom::model(|| {
@@ -264,6 +281,9 @@ fn annihilate_vs_pop() {
 
 /// docs/design.md, "Parking without lost wake-ups": a blocking `recv` is woken by a send that lands
 /// between its check and its park (loom reports the lost wake-up as a deadlock).
+///
+/// Rule: "Parking without lost wake-ups". Trap: a lost wake-up for data.
+/// Mutant: e2 (`.ci/mutants`).
 #[test]
 fn park_vs_wake_send() {
     loom::model(|| {
@@ -276,6 +296,9 @@ fn park_vs_wake_send() {
 }
 
 /// The same for a receiver that keeps its own values: its core's wake-up.
+///
+/// Rule: the same, own-value receivers. Trap: the same. Mutant: e3
+/// (`.ci/mutants`).
 #[test]
 fn park_vs_wake_send_own_values() {
     loom::model(|| {
@@ -291,6 +314,9 @@ fn park_vs_wake_send_own_values() {
 
 /// A blocking `recv` is woken by a graceful close (and by the last send in flight
 /// after it), and reports `Closed` only after the drain.
+///
+/// Rule: conflate 7 (graceful close). Trap: a lost wake-up for a close;
+/// `Closed` before the drain. Mutant: l (`.ci/mutants`).
 #[test]
 fn park_vs_wake_close() {
     loom::model(|| {
@@ -311,6 +337,9 @@ fn park_vs_wake_close() {
 /// flight on that slot, so a missing grace period fails here with "registry:
 /// rewriting the view of slot ... while 1 send(s) in flight", not with a crash
 /// on reused memory.
+///
+/// Rule: conflate 4, "Registration versus send". Trap: a send reading a
+/// receiver or array already released. Mutant: c (`.ci/mutants`).
 #[test]
 fn register_and_deregister_vs_send() {
     loom::model(|| {
@@ -339,6 +368,8 @@ fn register_and_deregister_vs_send() {
 /// conflate rule 8, docs/design.md: `Hub::close` racing `send`. The send answers `Ok` or
 /// `Err`, the receiver ends closed with nothing half-delivered, and every value is
 /// freed.
+///
+/// Rule: conflate 8 (`Hub::close`). Trap: half-delivered or leaked values.
 #[test]
 fn hub_close_vs_send() {
     loom::model(|| {
@@ -357,6 +388,8 @@ fn hub_close_vs_send() {
 /// A hard close racing a send and a consumer: what the consumer gets is a prefix
 /// of the send order (the close never leaves a hole that a later value is
 /// delivered past).
+///
+/// Rule: conflate 7, 8. Trap: a hard close leaving a hole a later value passes.
 #[test]
 fn hub_close_never_delivers_past_a_hole() {
     loom::model(|| {
@@ -382,6 +415,9 @@ fn hub_close_never_delivers_past_a_hole() {
 /// and annihilated again: at most one key is ever pending, so `len()` is 0 or 1.
 /// A count read as two loads tears either way here: pushed-then-retired wraps
 /// below zero, retired-then-pushed counts the key twice.
+///
+/// Rule: `Receiver::len`. Trap: a count that tears (two loads). Mutant: g1, g2
+/// (`.ci/mutants`).
 #[test]
 fn len_stays_within_the_pending_keys() {
     loom::model(|| {
@@ -426,6 +462,9 @@ fn registry_drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u3
 /// every receiver registered before a later send gets that one. 2,533 schedules
 /// at 3 preemptions; with the wait before a view is rewritten left out, loom
 /// reports the race on the view cell.
+///
+/// Rule: conflate 4, "The registry". Trap: a view rewritten while a send reads
+/// it.
 #[test]
 fn registry_register_and_grow_vs_send() {
     loom::model(|| {
@@ -457,6 +496,9 @@ fn registry_register_and_grow_vs_send() {
 /// the receivers that stay get every send once. 10,190 schedules at 3
 /// preemptions; with the second grace period left out, loom reports a
 /// causality violation on the released core.
+///
+/// Rule: conflate 4, "The registry". Trap: a core released before the send left
+/// it.
 #[test]
 fn registry_deregister_and_reuse_index_vs_send() {
     loom::model(|| {
@@ -492,6 +534,9 @@ fn registry_deregister_and_reuse_index_vs_send() {
 /// reaches it through the new array. 6,257 schedules at 3 preemptions; a
 /// compaction done in place, in the array sends read, delivers the send twice
 /// here (`sends == 2`).
+///
+/// Rule: conflate 4, "The registry". Trap: compaction in place: a send
+/// delivered twice.
 #[test]
 fn registry_compaction_vs_send() {
     loom::model(|| {

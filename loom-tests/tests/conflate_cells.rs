@@ -26,6 +26,9 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// the key pending (a mark a send in flight left for the old owner): a later
 /// send of the key reaches it as a fresh entry, with `sends == 1` (or 2 if the
 /// racing send reached it too), and nothing else is pending.
+///
+/// Rule: conflate 4, trap 14. Trap: a reused receiver id born with the old
+/// owner's marks. Mutant: c2 (`.ci/mutants`).
 #[test]
 fn a_reused_receiver_id_starts_with_nothing_pending() {
     model(|| {
@@ -66,6 +69,9 @@ fn a_reused_receiver_id_starts_with_nothing_pending() {
 /// own values, `max_pending`, which copies the table) must hold the send
 /// exactly once — in its snapshot (`sends == 0`, the table had it) or as a
 /// delivery (`sends == 1`) — never both, never neither.
+///
+/// Rule: conflate 12. Trap: a send in flight held twice or not at all. Mutant:
+/// c3 (`.ci/mutants`).
 #[test]
 fn snapshot_registration_holds_off_a_send_in_flight_across_a_plain_one() {
     model(|| {
@@ -76,6 +82,9 @@ fn snapshot_registration_holds_off_a_send_in_flight_across_a_plain_one() {
 }
 
 /// The same for a snapshot receiver that shares the hub's cells.
+///
+/// Rule: conflate 12. Trap: the same, cell-sharing snapshot receiver. Mutant:
+/// c3 (`.ci/mutants`).
 #[test]
 fn cell_snapshot_registration_holds_the_send_exactly_once() {
     model(|| snapshot_registration_vs_send(|hub| hub.receiver_builder().snapshot().build()));

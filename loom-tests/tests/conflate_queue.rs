@@ -20,6 +20,8 @@ use loom::thread;
 /// is not one instant of the tail word (a push counted in the cut but stamped
 /// with the next epoch, or the reverse), an entry lost or read twice at a
 /// boundary.
+///
+/// Rule: conflate 5, "The first-touch queue". Mutant: d (`.ci/mutants`).
 #[test]
 fn pushes_vs_cut_each_entry_once_on_its_side_of_the_cut() {
     loom::model(|| {
@@ -99,6 +101,8 @@ fn pushes_vs_cut_each_entry_once_on_its_side_of_the_cut() {
 /// announcement came first (it returned `true` on an empty queue), the push
 /// reports that it must wake the consumer. Trap: a lost wake-up (a push that
 /// clears nothing, or a park that lands after the push on a non-empty queue).
+///
+/// Rule: "Parking without lost wake-ups". Mutant: e1 (`.ci/mutants`).
 #[test]
 fn park_vs_push_exactly_one_side_sees_the_other() {
     loom::model(|| {
@@ -135,6 +139,9 @@ fn park_vs_push_exactly_one_side_sees_the_other() {
 /// published position. Trap: a walk that reads a block the consumer reset
 /// (a cell id of 0 spins forever, another is garbage), or starts at a stale
 /// position in the wrong block.
+///
+/// Rule: conflate 13 (a `ReceiverWatch`'s stats), "Accounting". Mutant: n
+/// (`.ci/mutants`).
 #[test]
 fn watch_walk_vs_consumer_leaving_a_block() {
     loom::model(|| {

@@ -28,6 +28,9 @@ fn sum_or_zero(p: i64, n: i64) -> Option<i64> {
 /// A send racing a snapshot registration: whichever comes first, the new
 /// receiver's total equals the table's, and its stats count exactly the sends it
 /// received (those after the registration).
+///
+/// Rule: conflate 11, 12, trap 11. Trap: copy-then-register loses a send,
+/// register-then-copy counts it twice. Mutant: c3 (`.ci/mutants`).
 #[test]
 fn snapshot_registration_vs_send_is_one_instant() {
     loom::model(|| {
@@ -71,6 +74,8 @@ fn snapshot_registration_vs_send_is_one_instant() {
 /// A bounded snapshot receiver registering against a send of a new key: the
 /// table order decides which keys it starts with, and a send after the
 /// registration is refused when it is full.
+///
+/// Rule: conflate 12, 14. Trap: the table order or the bound ignored.
 #[test]
 fn bounded_snapshot_registration_vs_send() {
     loom::model(|| {
@@ -93,6 +98,9 @@ fn bounded_snapshot_registration_vs_send() {
 
 /// Stats read while sends merge and annihilate: never more settled than
 /// received, exact after the join.
+///
+/// Rule: conflate 13 (accounting). Trap: more settled than received; inexact
+/// after the join.
 #[test]
 fn stats_read_vs_send_never_tears_and_is_exact_after() {
     loom::model(|| {

@@ -18,6 +18,8 @@ use loom::thread;
 /// saw the close published nothing. Trap: the store→load pairing without its
 /// fences (a send that marked itself in flight too late for the close to see,
 /// and read the word too early to see the close).
+///
+/// Rule: conflate 8, "Sends in flight". Mutant: b (`.ci/mutants`).
 #[test]
 fn close_vs_send_the_close_waits_for_every_send_that_missed_it() {
     loom::model(|| {
@@ -46,6 +48,9 @@ fn close_vs_send_the_close_waits_for_every_send_that_missed_it() {
 /// decision it stored: a send that did not see the decision has finished
 /// before the writer goes on. Here the decision is the closed bit and the
 /// "release" is a flag the send must not find set while it runs.
+///
+/// Rule: "The registry" (grace periods). Trap: a writer going on while a send
+/// that missed its decision runs. Mutant: b (`.ci/mutants`).
 #[test]
 fn grace_period_waits_for_a_send_that_missed_the_decision() {
     loom::model(|| {
@@ -75,6 +80,8 @@ fn grace_period_waits_for_a_send_that_missed_the_decision() {
 /// flight, the send, as it left, saw the close (and woke it). Trap: a lost
 /// wake-up after a close (the receiver waits for a send that left without
 /// looking).
+///
+/// Rule: conflate 7, 8. Mutant: f, f2 (`.ci/mutants`).
 #[test]
 fn a_send_leaving_after_a_close_sees_it_when_a_receiver_waits_for_it() {
     loom::model(|| {

@@ -201,7 +201,7 @@ fn summing_merge_conserves() {
 /// twice.
 ///
 /// Rule: conflate 4, "Registration versus send". Trap: a send reading a
-/// receiver already released, or delivering one send twice.
+/// receiver already released, or delivering one send twice. Mutant: c.
 #[test]
 fn receiver_churn_during_sends() {
     check(|| {
@@ -372,7 +372,7 @@ fn panicking_merge_leaves_bus_usable() {
 /// thread finished: shuttle reports that as a deadlock. One consumer blocks in
 /// `recv` only; the other alternates `recv` and `try_recv_all`.
 ///
-/// Rule: "Parking without lost wake-ups". Trap: a lost data wake-up.
+/// Rule: "Parking without lost wake-ups". Trap: a lost data wake-up. Mutant: e1, e2.
 #[test]
 fn recv_woken_by_data_without_close() {
     check(|| {
