@@ -1,54 +1,7 @@
-//! Reading a mirrored stream back with the local `Buffer`'s reading contract.
-//!
-//! A [`RemoteBuffer`] is a handle to a stream written by a
-//! [`StreamMirror`](crate::StreamMirror) (sequence = revision). Its reads
-//! answer what [`keybus::broadcast::Buffer`] would: entries after a cursor,
-//! oldest first, at most `limit`; [`ReadError::Gap`] when the stream no longer
-//! holds the revision after the cursor; [`ReadError::Future`] past the tail;
-//! [`ReadError::Empty`] when nothing is past the cursor yet. The server does
-//! not report gaps, so every read compares the cursor with the stream's first
-//! sequence itself (`first > after + 1` is a gap with `oldest = first`).
-//!
-//! # Cursors
-//!
-//! A position on the stream is a [`keybus::broadcast::Cursor`], as on a local
-//! buffer: the stream's [`generation`](RemoteBuffer::generation) and a
-//! revision. There is no remote cursor type: a remote one is saved, sent and
-//! parsed like a local one (`(u64, u64)`, text). Made by
-//! [`RemoteReader::cursor`], [`RemoteBuffer::cursor`] or
-//! [`RemoteBuffer::cursor_at`]; a cursor of any other generation (a local
-//! buffer's, another stream's, an earlier incarnation of this one) answers
-//! [`ReadError::Foreign`] before anything is read, as locally.
-//!
-//! ```no_run
-//! use keybus::ReadError;
-//! use keybus_nats::codec::Utf8;
-//! use keybus_nats::{RemoteBuffer, RemoteReadError};
-//!
-//! # async fn demo(js: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
-//! let remote = RemoteBuffer::open(&js, "EVENTS", Utf8).await?;
-//! let mut reader = remote.reader_at(remote.cursor_at(0));
-//! loop {
-//!     match reader.next().await {
-//!         Ok(entry) => println!("{} {}", entry.revision, entry.value),
-//!         Err(RemoteReadError::Read(ReadError::Gap { after, oldest })) => {
-//!             println!("missed {}..{oldest}", after + 1) // reported once; resumes at oldest
-//!         }
-//!         Err(e) => return Err(e.into()),
-//!     }
-//! }
-//! # }
-//! ```
-//!
-//! # Generations
-//!
-//! The stream's creation time is its [`generation`](RemoteBuffer::generation):
-//! a stream deleted and created again (by the mirror, for a new buffer, or by
-//! hand) has a new one, and a read against a handle of the old generation
-//! answers [`RemoteReadError::Generation`] instead of mixing two histories. A
-//! [`RemoteReader`] reports it once, then follows the new stream from its
-//! start (its cursor becomes the new generation's revision 0, so a trimmed new
-//! stream answers a `Gap` next).
+//! Stream → reader: the [`RemoteBuffer`] handle and [`RemoteReadError`]; the
+//! reader is `reader.rs`. The reading contract, cursors and generations are
+//! documented once, on [`RemoteBuffer`]; what a remote reader observes is
+//! `docs/nats.md`, "Broadcast ↔ stream".
 
 mod reader;
 
@@ -117,6 +70,58 @@ impl From<ReadError> for RemoteReadError {
 }
 
 /// A handle to a mirrored stream; cheap to clone.
+///
+/// Reads a mirrored stream back with the local `Buffer`'s reading contract.
+///
+/// A [`RemoteBuffer`] is a handle to a stream written by a
+/// [`StreamMirror`](crate::StreamMirror) (sequence = revision). Its reads
+/// answer what [`keybus::broadcast::Buffer`] would: entries after a cursor,
+/// oldest first, at most `limit`; [`ReadError::Gap`] when the stream no longer
+/// holds the revision after the cursor; [`ReadError::Future`] past the tail;
+/// [`ReadError::Empty`] when nothing is past the cursor yet. The server does
+/// not report gaps, so every read compares the cursor with the stream's first
+/// sequence itself (`first > after + 1` is a gap with `oldest = first`).
+///
+/// # Cursors
+///
+/// A position on the stream is a [`keybus::broadcast::Cursor`], as on a local
+/// buffer: the stream's [`generation`](RemoteBuffer::generation) and a
+/// revision. There is no remote cursor type: a remote one is saved, sent and
+/// parsed like a local one (`(u64, u64)`, text). Made by
+/// [`RemoteReader::cursor`], [`RemoteBuffer::cursor`] or
+/// [`RemoteBuffer::cursor_at`]; a cursor of any other generation (a local
+/// buffer's, another stream's, an earlier incarnation of this one) answers
+/// [`ReadError::Foreign`] before anything is read, as locally.
+///
+/// ```no_run
+/// use keybus::ReadError;
+/// use keybus_nats::codec::Utf8;
+/// use keybus_nats::{RemoteBuffer, RemoteReadError};
+///
+/// # async fn demo(js: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+/// let remote = RemoteBuffer::open(&js, "EVENTS", Utf8).await?;
+/// let mut reader = remote.reader_at(remote.cursor_at(0));
+/// loop {
+///     match reader.next().await {
+///         Ok(entry) => println!("{} {}", entry.revision, entry.value),
+///         Err(RemoteReadError::Read(ReadError::Gap { after, oldest })) => {
+///             println!("missed {}..{oldest}", after + 1) // reported once; resumes at oldest
+///         }
+///         Err(e) => return Err(e.into()),
+///     }
+/// }
+/// # }
+/// ```
+///
+/// # Generations
+///
+/// The stream's creation time is its [`generation`](RemoteBuffer::generation):
+/// a stream deleted and created again (by the mirror, for a new buffer, or by
+/// hand) has a new one, and a read against a handle of the old generation
+/// answers [`RemoteReadError::Generation`] instead of mixing two histories. A
+/// [`RemoteReader`] reports it once, then follows the new stream from its
+/// start (its cursor becomes the new generation's revision 0, so a trimmed new
+/// stream answers a `Gap` next).
 pub struct RemoteBuffer<T, C> {
     inner: Arc<Inner<C>>,
     generation: u64,

@@ -1,4 +1,5 @@
-//! A cursor over a remote stream, with the local `Reader`'s rules.
+//! [`RemoteReader`]: a cursor over a remote stream, with the local `Reader`'s
+//! rules (documented on the type).
 
 use super::{RemoteBuffer, RemoteReadError};
 use crate::codec::ValueCodec;
@@ -18,7 +19,7 @@ const POLL: Duration = Duration::from_millis(500);
 /// A cursor over a [`RemoteBuffer`]: every revision after its cursor, one at a
 /// time, in order, or a gap when the stream no longer holds what it needs.
 ///
-/// Its position is a [`Cursor`] of the stream (see [the module](super)).
+/// Its position is a [`Cursor`] of the stream (see [`RemoteBuffer`], "Cursors").
 /// As a local [`Reader`](keybus::broadcast::Reader): on `Gap { after, oldest }`
 /// the cursor moves to `oldest - 1` (the gap is reported once, the next call
 /// returns `oldest`); on `Future` and `Foreign` it stays. Also: on
