@@ -8,8 +8,9 @@
 //!
 //! It starts its own `nats-server` (from `$NATS_SERVER`, the directory
 //! `bash .ci/provision-nats` fills, `$KEYBUS_NATS_HOME/bin`, or `PATH`) on
-//! 127.0.0.1 with a temporary store, and stops it at the end. Flags: `--sends N` (2,000,000 per run),
-//! `--keys N` (10,000), `--distinct N` (100,000), `--lag-samples N` (2,000).
+//! 127.0.0.1 with a temporary store, and stops it at the end. Flags:
+//! `--sends N` (2,000,000 per run), `--keys N` (10,000), `--distinct N`
+//! (100,000), `--lag-samples N` (2,000).
 
 use keybus::conflate::Hub;
 use keybus_nats::codec::{DisplayKeys, DisplayValues};
