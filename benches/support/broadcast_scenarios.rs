@@ -2,7 +2,7 @@
 //! implementation by `broadcast_scenarios!` over the [`Ring`]s of
 //! `broadcast_peers.rs` (`keybus::broadcast`, `keybus::baseline::broadcast`,
 //! tokio broadcast, async-broadcast, bus, crossbeam-channel). Shared by
-//! `benches/benches/broadcast.rs` (criterion) and `benches/src/bin/bench-report.rs`.
+//! `benches/benches/broadcast.rs` (criterion) and `benches/src/bin/bench-report/`.
 //!
 //! Every ring holds [`CAPACITY`] values of [`Sample`] (32 bytes).
 //!

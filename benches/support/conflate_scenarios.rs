@@ -2,7 +2,7 @@
 //! by `conflate_scenarios!`: `keybus::conflate`, `keybus::baseline::conflate`, and
 //! the peers of `conflate_peers.rs` (hand-rolled mutex map, tokio watch per key,
 //! tokio broadcast), which expose the same small surface. Shared by
-//! `benches/benches/conflate.rs` (criterion) and `benches/src/bin/bench-report.rs`.
+//! `benches/benches/conflate.rs` (criterion) and `benches/src/bin/bench-report/`.
 //!
 //! Every throughput scenario returns the wall time of `sends` sends *including*
 //! the receivers' drain after a graceful close, so a design cannot look fast by

@@ -1,6 +1,6 @@
 //! The cost of one `metrics` update recorded into `keybus::metrics`, against the
 //! floor a user compares with, shared by `benches/benches/metrics.rs` and
-//! `benches/src/bin/bench-report.rs`.
+//! `benches/src/bin/bench-report/`.
 //!
 //! Every measurement records `n` updates of one metric on the calling thread,
 //! inside `metrics::with_local_recorder`, in one of three ways:

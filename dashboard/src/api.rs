@@ -37,7 +37,7 @@ pub async fn stats(State(app): State<Arc<App>>) -> Json<Stats> {
         rss_bytes: rss_bytes(),
         hub: app.hub.stats().into(),
         connections_opened: app.conns.opened_total(),
-        conserved: connections.iter().filter(|c| c.stats.conserved).count(),
+        conserved: connections.iter().filter(|c| c.stats.conserved()).count(),
         connections,
     })
 }

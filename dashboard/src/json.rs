@@ -1,72 +1,73 @@
 //! The JSON shapes the server writes: the SSE messages and `/stats`.
 //!
-//! keybus's stats types are `#[non_exhaustive]` and carry no serde impls (the
-//! crate has no serde dependency), so they are copied field by field here.
+//! keybus's stats types carry no serde impls (the crate has no serde
+//! dependency), so [`RxStats`] and [`Hub`] wrap them and write their fields
+//! under keybus's own field names.
 
 use keybus::{HubStats, ReceiverStats};
+use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
-/// A receiver's [`ReceiverStats`], plus whether its conservation law holds.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct RxStats {
-    /// Sends that reached the receiver past its filter.
-    pub received: u64,
-    /// Sends its filter rejected.
-    pub filtered: u64,
-    /// Events taken.
-    pub delivered: u64,
-    /// Sum of `sends` over the events taken.
-    pub folded: u64,
-    /// Sends removed by a merge returning `None`.
-    pub annihilated: u64,
-    /// Sends refused by `max_pending`.
-    pub overflowed: u64,
-    /// Sends dropped undelivered.
-    pub dropped: u64,
-    /// Keys pending now.
-    pub pending: u64,
-    /// Sends folded into the pending values.
-    pub pending_sends: u64,
+/// A receiver's [`ReceiverStats`] as JSON: every field under its own name, plus
+/// `conserved`, whether its conservation law holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxStats(pub ReceiverStats);
+
+impl RxStats {
     /// `received == folded + annihilated + overflowed + dropped + pending_sends`.
-    pub conserved: bool,
+    pub fn conserved(&self) -> bool {
+        let s = &self.0;
+        s.received == s.folded + s.annihilated + s.overflowed + s.dropped + s.pending_sends
+    }
 }
 
 impl From<ReceiverStats> for RxStats {
     fn from(s: ReceiverStats) -> Self {
-        RxStats {
-            received: s.received,
-            filtered: s.filtered,
-            delivered: s.delivered,
-            folded: s.folded,
-            annihilated: s.annihilated,
-            overflowed: s.overflowed,
-            dropped: s.dropped,
-            pending: s.pending,
-            pending_sends: s.pending_sends,
-            conserved: s.received
-                == s.folded + s.annihilated + s.overflowed + s.dropped + s.pending_sends,
-        }
+        RxStats(s)
     }
 }
 
-/// The hub's [`HubStats`].
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct Hub {
-    /// Sends accepted.
-    pub sent: u64,
-    /// Sends refused (send side closed).
-    pub refused: u64,
-    /// Receivers live now: one per open connection.
-    pub receivers: u64,
+impl Serialize for RxStats {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let s = &self.0;
+        let counters = [
+            ("received", s.received),
+            ("filtered", s.filtered),
+            ("delivered", s.delivered),
+            ("folded", s.folded),
+            ("annihilated", s.annihilated),
+            ("overflowed", s.overflowed),
+            ("dropped", s.dropped),
+            ("pending", s.pending),
+            ("pending_sends", s.pending_sends),
+        ];
+        let mut out = serializer.serialize_struct("RxStats", counters.len() + 1)?;
+        for (name, value) in counters {
+            out.serialize_field(name, &value)?;
+        }
+        out.serialize_field("conserved", &self.conserved())?;
+        out.end()
+    }
 }
+
+/// The hub's [`HubStats`] as JSON: `sent`, `refused` and `receivers` (one per
+/// open connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hub(pub HubStats);
 
 impl From<HubStats> for Hub {
     fn from(s: HubStats) -> Self {
-        Hub {
-            sent: s.sent,
-            refused: s.refused,
-            receivers: s.receivers,
-        }
+        Hub(s)
+    }
+}
+
+impl Serialize for Hub {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("Hub", 3)?;
+        out.serialize_field("sent", &self.0.sent)?;
+        out.serialize_field("refused", &self.0.refused)?;
+        out.serialize_field("receivers", &self.0.receivers)?;
+        out.end()
     }
 }
 
@@ -141,4 +142,26 @@ pub struct ConnStats {
     pub bytes: u64,
     /// Its receiver's stats.
     pub stats: RxStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Hub, RxStats};
+
+    #[test]
+    fn stats_are_written_under_keybus_field_names_in_order() {
+        let hub = keybus::conflate::Hub::<u32, u32>::new();
+        let rx = hub.receiver();
+        let tx = hub.sender();
+        tx.send(1, 1).unwrap();
+        tx.send(1, 2).unwrap();
+        assert_eq!(
+            serde_json::to_string(&RxStats::from(rx.stats())).unwrap(),
+            r#"{"received":2,"filtered":0,"delivered":0,"folded":0,"annihilated":0,"overflowed":0,"dropped":0,"pending":1,"pending_sends":2,"conserved":true}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Hub::from(hub.stats())).unwrap(),
+            r#"{"sent":2,"refused":0,"receivers":1}"#
+        );
+    }
 }

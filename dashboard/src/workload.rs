@@ -1,5 +1,5 @@
 //! The telemetry workload: Zipf-distributed metric updates from producer
-//! threads into the hub, as in the main job (`examples/telemetry.rs`).
+//! threads into the hub, as in the main job (`examples/telemetry/`).
 //!
 //! `--keys` metrics, interned to `u32` ids and named round-robin over four
 //! families (`cpu.host-0000`, `mem.host-0000`, `disk.host-0000`,

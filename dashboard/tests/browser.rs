@@ -23,6 +23,28 @@ fn table(v: &Value) -> BTreeMap<String, f64> {
     snapshot_map(v)
 }
 
+/// How many batches the current page has had.
+async fn batch_count(browser: &Browser) -> u64 {
+    browser
+        .eval("return window.keybusDashboard.batches")
+        .await
+        .as_u64()
+        .unwrap()
+}
+
+/// Waits (as `what`) until the current page has had `n` batches.
+async fn wait_for_batches(browser: &Browser, what: &str, n: u64) {
+    let script = format!("return window.keybusDashboard.batches >= {n}");
+    browser.wait_for(what, &script).await;
+}
+
+/// Opens `url` in a new tab and waits (as `what`) for its first `n` batches.
+async fn open_tab(browser: &Browser, url: &str, what: &str, n: u64) {
+    browser.new_tab().await;
+    browser.goto(url).await;
+    wait_for_batches(browser, what, n).await;
+}
+
 #[test]
 fn the_page_in_headless_chromium() {
     // Before anything starts: a missing browser is a failure with a remedy.
@@ -73,17 +95,8 @@ fn the_page_in_headless_chromium() {
         let cells = "return Object.fromEntries([...document.querySelectorAll('#metrics tbody tr')].map(r => [r.dataset.key, r.cells[1].textContent]))";
         let before: HashMap<String, String> =
             serde_json::from_value(browser.eval(cells).await).unwrap();
-        let batches = browser
-            .eval("return window.keybusDashboard.batches")
-            .await
-            .as_u64()
-            .unwrap();
-        browser
-            .wait_for(
-                "ten more batches",
-                &format!("return window.keybusDashboard.batches >= {}", batches + 10),
-            )
-            .await;
+        let batches = batch_count(&browser).await;
+        wait_for_batches(&browser, "ten more batches", batches + 10).await;
         let after: HashMap<String, String> =
             serde_json::from_value(browser.eval(cells).await).unwrap();
         let changed = before
@@ -112,20 +125,8 @@ fn the_page_in_headless_chromium() {
 
         // The screenshot: taken once the plots have some history, checked to
         // be a rendered page, kept.
-        let batches = browser
-            .eval("return window.keybusDashboard.batches")
-            .await
-            .as_u64()
-            .unwrap();
-        browser
-            .wait_for(
-                "40 batches",
-                &format!(
-                    "return window.keybusDashboard.batches >= {}",
-                    batches.max(40)
-                ),
-            )
-            .await;
+        let batches = batch_count(&browser).await;
+        wait_for_batches(&browser, "40 batches", batches.max(40)).await;
         let png = browser.screenshot().await;
         check_not_blank(&png);
         let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
@@ -137,14 +138,7 @@ fn the_page_in_headless_chromium() {
 
         // A slow page (one batch per 2 s) in a second tab; the first is now a
         // background tab and keeps receiving.
-        browser.new_tab().await;
-        browser.goto(&server.url("/?pace_ms=2000")).await;
-        browser
-            .wait_for(
-                "3 slow batches",
-                "return window.keybusDashboard.batches >= 3",
-            )
-            .await;
+        open_tab(&browser, &server.url("/?pace_ms=2000"), "3 slow batches", 3).await;
         let slow = browser
             .eval("return [document.getElementById('summary').textContent, document.getElementById('status').textContent]")
             .await;
@@ -171,14 +165,7 @@ fn the_page_in_headless_chromium() {
         );
 
         // A page opened later is born with that table, all in its first batch.
-        browser.new_tab().await;
-        browser.goto(&server.url("/")).await;
-        browser
-            .wait_for(
-                "a first batch",
-                "return window.keybusDashboard.batches >= 1",
-            )
-            .await;
+        open_tab(&browser, &server.url("/"), "a first batch", 1).await;
         assert_eq!(
             browser
                 .eval("return window.keybusDashboard.firstBatchEvents")

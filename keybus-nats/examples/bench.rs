@@ -7,9 +7,10 @@
 //! ```
 //!
 //! It starts its own `nats-server` (from `$NATS_SERVER`, the directory
-//! `bash .ci/provision-nats` fills, or `PATH`) on 127.0.0.1 with a temporary
-//! store, and stops it at the end. Flags: `--sends N` (2,000,000 per run),
-//! `--keys N` (10,000), `--distinct N` (100,000), `--lag-samples N` (2,000).
+//! `bash .ci/provision-nats` fills, `$KEYBUS_NATS_HOME/bin`, or `PATH`) on
+//! 127.0.0.1 with a temporary store, and stops it at the end. Flags:
+//! `--sends N` (2,000,000 per run), `--keys N` (10,000), `--distinct N`
+//! (100,000), `--lag-samples N` (2,000).
 
 use keybus::conflate::Hub;
 use keybus_nats::codec::{DisplayKeys, DisplayValues};
@@ -34,8 +35,18 @@ impl Server {
         let bin = std::env::var_os("NATS_SERVER")
             .map(PathBuf::from)
             .or_else(|| {
-                let home = std::env::var_os("HOME")?;
-                let p = PathBuf::from(home).join(".cache/keybus-nats/bin/nats-server");
+                // Where `.ci/provision-nats` puts it, as the tests look.
+                let home = std::env::var_os("KEYBUS_NATS_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| {
+                        let cache = std::env::var_os("XDG_CACHE_HOME")
+                            .map(PathBuf::from)
+                            .or_else(|| {
+                                Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache"))
+                            })?;
+                        Some(cache.join("keybus-nats"))
+                    })?;
+                let p = home.join("bin").join("nats-server");
                 p.is_file().then_some(p)
             })
             .unwrap_or_else(|| "nats-server".into());

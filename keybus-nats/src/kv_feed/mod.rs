@@ -1,55 +1,8 @@
-//! KV → conflate: a bucket watched into a local hub, so one remote table fans
-//! out in-process with keybus's coalescing and first-touch order.
-//!
-//! A [`KvFeed`] watches the bucket (all keys, or a filter such as `disk.>`)
-//! and sends every entry into a hub's [`Sender`] as a [`Remote`]: the decoded
-//! value or a tombstone, with its KV revision. Receivers of that hub then see
-//! what any receiver sees: one slot per pending key, the latest revision,
-//! `Event::sends` counting the revisions folded into it.
-//!
-//! ```no_run
-//! use keybus::conflate::Hub;
-//! use keybus_nats::codec::{DisplayValues, StrKeys};
-//! use keybus_nats::{KvFeed, Remote, Start};
-//!
-//! # async fn demo(bucket: async_nats::jetstream::kv::Store) -> Result<(), Box<dyn std::error::Error>> {
-//! let hub: Hub<String, Remote<f64>> = Hub::new();
-//! let mut dashboard = hub.receiver();
-//! let feed = KvFeed::new(bucket, hub.sender(), StrKeys, DisplayValues)
-//!     .start(Start::LastPerKey) // the remote snapshot, then live updates
-//!     .filter("disk.>")?
-//!     .spawn();
-//! feed.caught_up().await;
-//! for e in dashboard.try_recv_all()? {
-//!     println!("{} = {:?} (revision {})", e.key, e.value.value(), e.value.revision);
-//! }
-//! # Ok(()) }
-//! ```
-//!
-//! # Start, order and resumption
-//!
-//! - [`Start::LastPerKey`] (default): the last entry of every key (deletes and
-//!   purges included, as tombstones), then every later entry; one consumer
-//!   does both, so nothing falls between the snapshot and the live updates.
-//! - [`Start::New`]: entries after the bucket's last revision at spawn.
-//! - [`Start::Revision`]: entries from that revision on.
-//!
-//! Entries reach the hub in revision order. The feed remembers the highest
-//! revision it sent; when the watch fails (lost connection, server restart) it
-//! reopens from the revision after it, with backoff, and drops anything at or
-//! below it, so no key's revision ever goes backwards and nothing retained is
-//! missed. Entries the bucket no longer holds by then (with `history = 1`,
-//! overwritten values) were coalesced on the server, the way a slow receiver
-//! coalesces: only the key's latest revision arrives.
-//!
-//! A key that does not decode, or a value that does not, is counted
-//! ([`FeedStats::key_errors`], [`FeedStats::value_errors`]) and recorded, and
-//! the feed goes on with the next entry.
-//!
-//! # Ending
-//!
-//! The feed ends when the hub's send side is closed (its next send fails), on
-//! [`FeedHandle::close`], or when the [`FeedHandle`] is dropped.
+//! KV → conflate: the [`KvFeed`] builder, its [`FeedHandle`] and its
+//! [`FeedStats`]; the task is `watch.rs`, the value it sends `remote.rs`.
+//! Where a feed starts, its order, resumption and end are documented once, on
+//! [`KvFeed`]; what a remote consumer observes is `docs/nats.md`, "Conflate ↔
+//! KV bucket".
 
 mod remote;
 mod watch;
@@ -79,6 +32,59 @@ pub enum Start {
 }
 
 /// Builds a KV → conflate feed; [`spawn`](Self::spawn) starts it.
+///
+/// A bucket watched into a local hub, so one remote table fans out
+/// in-process with keybus's coalescing and first-touch order.
+///
+/// A [`KvFeed`] watches the bucket (all keys, or a filter such as `disk.>`)
+/// and sends every entry into a hub's [`Sender`] as a [`Remote`]: the decoded
+/// value or a tombstone, with its KV revision. Receivers of that hub then see
+/// what any receiver sees: one slot per pending key, the latest revision,
+/// `Event::sends` counting the revisions folded into it.
+///
+/// ```no_run
+/// use keybus::conflate::Hub;
+/// use keybus_nats::codec::{DisplayValues, StrKeys};
+/// use keybus_nats::{KvFeed, Remote, Start};
+///
+/// # async fn demo(bucket: async_nats::jetstream::kv::Store) -> Result<(), Box<dyn std::error::Error>> {
+/// let hub: Hub<String, Remote<f64>> = Hub::new();
+/// let mut dashboard = hub.receiver();
+/// let feed = KvFeed::new(bucket, hub.sender(), StrKeys, DisplayValues)
+///     .start(Start::LastPerKey) // the remote snapshot, then live updates
+///     .filter("disk.>")?
+///     .spawn();
+/// feed.caught_up().await;
+/// for e in dashboard.try_recv_all()? {
+///     println!("{} = {:?} (revision {})", e.key, e.value.value(), e.value.revision);
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Start, order and resumption
+///
+/// - [`Start::LastPerKey`] (default): the last entry of every key (deletes and
+///   purges included, as tombstones), then every later entry; one consumer
+///   does both, so nothing falls between the snapshot and the live updates.
+/// - [`Start::New`]: entries after the bucket's last revision at spawn.
+/// - [`Start::Revision`]: entries from that revision on.
+///
+/// Entries reach the hub in revision order. The feed remembers the highest
+/// revision it sent; when the watch fails (lost connection, server restart) it
+/// reopens from the revision after it, with backoff, and drops anything at or
+/// below it, so no key's revision ever goes backwards and nothing retained is
+/// missed. Entries the bucket no longer holds by then (with `history = 1`,
+/// overwritten values) were coalesced on the server, the way a slow receiver
+/// coalesces: only the key's latest revision arrives.
+///
+/// A key that does not decode, or a value that does not, is counted
+/// ([`FeedStats::key_errors`], [`FeedStats::value_errors`]) and recorded, and
+/// the feed goes on with the next entry.
+///
+/// # Ending
+///
+/// The feed ends when the hub's send side is closed (its next send fails), on
+/// [`FeedHandle::close`], or when the [`FeedHandle`] is dropped.
 #[must_use = "a feed does nothing until spawned"]
 pub struct KvFeed<K, V, KC, VC> {
     store: Store,

@@ -8,8 +8,8 @@
 //! from the receiver only while `in_flight + queued < max_in_flight`, so
 //! under an outage the backlog stays in the receiver, coalescing.
 
-use super::Shared;
-use crate::backoff::{Backoff, Retry};
+use super::{KvMirror, Shared};
+use crate::backoff::Retry;
 use crate::codec::{KeyCodec, ValueCodec};
 use crate::error::{chain, is_permanent, BridgeError};
 use crate::mirror_task::Request;
@@ -30,10 +30,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-pub(super) struct Limits {
-    pub(super) max_in_flight: usize,
-    pub(super) flush_interval: Duration,
-    pub(super) backoff: Backoff,
+/// The mirror's bounds, from its builder.
+struct Limits {
+    max_in_flight: usize,
+    flush_interval: Duration,
 }
 
 /// One write: the bytes to put, or a delete.
@@ -75,26 +75,28 @@ where
     KC: KeyCodec<K>,
     VC: ValueCodec<V>,
 {
+    /// The task of `mirror`, taking dirty keys from `rx` (registered by
+    /// [`KvMirror::spawn`]) and counting into `shared`.
     pub(super) fn new(
+        mirror: KvMirror<K, V, KC, VC>,
         rx: Receiver<K, V>,
-        table: Option<Hub<K, V>>,
-        store: Arc<Store>,
-        keys: KC,
-        values: VC,
-        limits: Limits,
         shared: Arc<Shared>,
     ) -> Self {
+        let store = Arc::new(mirror.store);
         let max_value = usize::try_from(store.stream.cached_info().config.max_message_size)
             .ok()
             .filter(|n: &usize| *n > 0);
         Engine {
             rx,
-            table,
+            table: mirror.from_table.then_some(mirror.hub),
             store,
-            keys,
-            values,
-            retry: Retry::new(limits.backoff),
-            limits,
+            keys: mirror.keys,
+            values: mirror.values,
+            retry: Retry::new(mirror.backoff),
+            limits: Limits {
+                max_in_flight: mirror.max_in_flight,
+                flush_interval: mirror.flush_interval,
+            },
             shared,
             max_value,
             queue: VecDeque::new(),

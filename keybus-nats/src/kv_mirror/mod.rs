@@ -1,74 +1,7 @@
-//! Conflate → KV: a hub's latest value per key, mirrored into a JetStream KV
-//! bucket.
-//!
-//! A [`KvMirror`] registers one receiver on the hub and a task that drains it.
-//! With the default newer-wins merge that receiver *is* the set of dirty keys:
-//! each pending key holds its latest value, however many sends it saw, so a
-//! slow or absent server only lets that set grow, and it is bounded by the live
-//! key set. The producer never waits for the mirror: a send costs what a send
-//! to a hub with one more receiver costs, connected or not.
-//!
-//! ```no_run
-//! use keybus::conflate::Hub;
-//! use keybus_nats::codec::{DisplayValues, StrKeys};
-//! use keybus_nats::{ensure_bucket, KvMirror};
-//!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let js = async_nats::jetstream::new(async_nats::connect("127.0.0.1:4222").await?);
-//! let bucket = ensure_bucket(&js, "telemetry").await?; // history 1
-//!
-//! let hub: Hub<String, f64> = Hub::new();
-//! let mirror = KvMirror::new(&hub, bucket, StrKeys, DisplayValues).spawn();
-//! let tx = hub.sender();
-//! tx.send("cpu".into(), 0.41)?;
-//! tx.send("cpu".into(), 0.57)?; // coalesces: one put of 0.57, most likely
-//! let stats = mirror.settled().await; // everything sent so far is acked
-//! assert_eq!(stats.rejected, 0);
-//! # Ok(()) }
-//! ```
-//!
-//! # What it writes
-//!
-//! - **Newer-wins hub** ([`KvMirror::new`]): each taken key's latest sent
-//!   value, one put per key per drain. Keys sent before [`spawn`](KvMirror::spawn)
-//!   are not mirrored (a receiver starts empty).
-//! - **`retain_latest` hub** ([`KvMirror::from_table`]): the mirror starts with
-//!   the whole state table (a snapshot receiver: nothing missing between the
-//!   table and the live sends) and writes the **table's** value,
-//!   [`Hub::latest`](keybus::conflate::Hub::latest), so a merge such as a sum
-//!   is mirrored as the total; a key the table's merge annihilated (`None`)
-//!   becomes a KV delete.
-//!
-//! # Delivery
-//!
-//! At most one write per key is in flight; a newer value for a key in flight
-//! waits for that write's ack and then goes out, so the last write the bucket
-//! stores for a key is its latest value. Writes are pipelined: up to
-//! [`max_in_flight`](KvMirror::max_in_flight) keys await their acks at once.
-//! A transient failure (timeout, lost connection, missing bucket) puts the key
-//! back, counts a retry and backs off ([`Backoff`]); the client reconnects by
-//! itself, and no key's latest value is lost meanwhile: the key is either
-//! held by the mirror or pending at the receiver. A permanent refusal (payload
-//! over the server's `max_payload` or the bucket's `max_value_size`) and codec
-//! failures are counted and recorded in [`MirrorStats::last_error`]; the key
-//! waits for its next send, and the mirror goes on.
-//!
-//! # Bounds
-//!
-//! The mirror itself holds at most `max_in_flight` distinct keys (in flight or
-//! queued; a newer value for an in-flight key replaces the one waiting behind
-//! it); everything else stays coalescing in the hub receiver, one slot per key.
-//! [`MirrorStats::held`] and [`MirrorStats::receiver_pending`] never exceed the
-//! live key set.
-//!
-//! # Ending
-//!
-//! The task ends when the receiver reports closed (the hub's send side closed
-//! and everything pending was written), on [`MirrorHandle::close`], or when
-//! the [`MirrorHandle`] is dropped. A `from_table` mirror holds a `Hub` handle
-//! (to read the table), which keeps the send side open: close it with
-//! [`Sender::close`](keybus::conflate::Sender::close) or
-//! [`Hub::close`](keybus::conflate::Hub::close), or close the mirror.
+//! Conflate → KV: the [`KvMirror`] builder, its [`MirrorHandle`] and its
+//! [`MirrorStats`]; the task is `engine.rs`. What the mirror writes, its
+//! delivery and its bounds are documented once, on [`KvMirror`]; what a remote
+//! consumer observes is `docs/nats.md`, "Conflate ↔ KV bucket".
 
 mod engine;
 
@@ -85,6 +18,77 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Builds a conflate → KV mirror; [`spawn`](Self::spawn) starts it.
+///
+/// A hub's latest value per key, mirrored into a JetStream KV bucket.
+///
+/// A [`KvMirror`] registers one receiver on the hub and a task that drains it.
+/// With the default newer-wins merge that receiver *is* the set of dirty keys:
+/// each pending key holds its latest value, however many sends it saw, so a
+/// slow or absent server only lets that set grow, and it is bounded by the live
+/// key set. The producer never waits for the mirror: a send costs what a send
+/// to a hub with one more receiver costs, connected or not.
+///
+/// ```no_run
+/// use keybus::conflate::Hub;
+/// use keybus_nats::codec::{DisplayValues, StrKeys};
+/// use keybus_nats::{ensure_bucket, KvMirror};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let js = async_nats::jetstream::new(async_nats::connect("127.0.0.1:4222").await?);
+/// let bucket = ensure_bucket(&js, "telemetry").await?; // history 1
+///
+/// let hub: Hub<String, f64> = Hub::new();
+/// let mirror = KvMirror::new(&hub, bucket, StrKeys, DisplayValues).spawn();
+/// let tx = hub.sender();
+/// tx.send("cpu".into(), 0.41)?;
+/// tx.send("cpu".into(), 0.57)?; // coalesces: one put of 0.57, most likely
+/// let stats = mirror.settled().await; // everything sent so far is acked
+/// assert_eq!(stats.rejected, 0);
+/// # Ok(()) }
+/// ```
+///
+/// # What it writes
+///
+/// - **Newer-wins hub** ([`KvMirror::new`]): each taken key's latest sent
+///   value, one put per key per drain. Keys sent before [`spawn`](KvMirror::spawn)
+///   are not mirrored (a receiver starts empty).
+/// - **`retain_latest` hub** ([`KvMirror::from_table`]): the mirror starts with
+///   the whole state table (a snapshot receiver: nothing missing between the
+///   table and the live sends) and writes the **table's** value,
+///   [`Hub::latest`](keybus::conflate::Hub::latest), so a merge such as a sum
+///   is mirrored as the total; a key the table's merge annihilated (`None`)
+///   becomes a KV delete.
+///
+/// # Delivery
+///
+/// At most one write per key is in flight; a newer value for a key in flight
+/// waits for that write's ack and then goes out, so the last write the bucket
+/// stores for a key is its latest value. Writes are pipelined: up to
+/// [`max_in_flight`](KvMirror::max_in_flight) keys await their acks at once.
+/// A transient failure (timeout, lost connection, missing bucket) puts the key
+/// back, counts a retry and backs off ([`Backoff`]); the client reconnects by
+/// itself, and no key's latest value is lost meanwhile: the key is either
+/// held by the mirror or pending at the receiver. A permanent refusal (payload
+/// over the server's `max_payload` or the bucket's `max_value_size`) and codec
+/// failures are counted and recorded in [`MirrorStats::last_error`]; the key
+/// waits for its next send, and the mirror goes on.
+///
+/// # Bounds
+///
+/// The mirror itself holds at most `max_in_flight` distinct keys (in flight or
+/// queued; a newer value for an in-flight key replaces the one waiting behind
+/// it); everything else stays coalescing in the hub receiver, one slot per key.
+/// [`MirrorStats::held`] and [`MirrorStats::receiver_pending`] never exceed the
+/// live key set.
+///
+/// # Ending
+///
+/// The task ends when the receiver reports closed (the hub's send side closed
+/// and everything pending was written), on [`MirrorHandle::close`], or when
+/// the [`MirrorHandle`] is dropped. A `from_table` mirror holds a `Hub` handle
+/// (to read the table), which keeps the send side open: close it with
+/// [`Sender::close`](keybus::conflate::Sender::close) or
+/// [`Hub::close`](keybus::conflate::Hub::close), or close the mirror.
 #[must_use = "a mirror does nothing until spawned"]
 pub struct KvMirror<K, V, KC, VC> {
     hub: Hub<K, V>,
@@ -183,19 +187,7 @@ where
                 .build()
         };
         let shared = Arc::new(Shared::default());
-        let engine = engine::Engine::new(
-            rx,
-            self.from_table.then_some(self.hub),
-            Arc::new(self.store),
-            self.keys,
-            self.values,
-            engine::Limits {
-                max_in_flight: self.max_in_flight,
-                flush_interval: self.flush_interval,
-                backoff: self.backoff,
-            },
-            shared.clone(),
-        );
+        let engine = engine::Engine::new(self, rx, shared.clone());
         MirrorHandle {
             shared,
             task: MirrorTask::spawn(|inbox| engine.run(inbox)),

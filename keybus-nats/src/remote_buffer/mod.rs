@@ -1,42 +1,7 @@
-//! Reading a mirrored stream back with the local `Buffer`'s reading contract.
-//!
-//! A [`RemoteBuffer`] is a handle to a stream written by a
-//! [`StreamMirror`](crate::StreamMirror) (sequence = revision). Its reads
-//! answer what [`keybus::broadcast::Buffer`] would: entries after a cursor,
-//! oldest first, at most `limit`; [`ReadError::Gap`] when the stream no longer
-//! holds the revision after the cursor; [`ReadError::Future`] past the tail;
-//! [`ReadError::Empty`] when nothing is past the cursor yet. The server does
-//! not report gaps, so every read compares the cursor with the stream's first
-//! sequence itself (`first > after + 1` is a gap with `oldest = first`).
-//!
-//! ```no_run
-//! use keybus::ReadError;
-//! use keybus_nats::codec::Utf8;
-//! use keybus_nats::{RemoteBuffer, RemoteReadError};
-//!
-//! # async fn demo(js: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
-//! let remote = RemoteBuffer::open(&js, "EVENTS", Utf8).await?;
-//! let mut reader = remote.reader_at(0);
-//! loop {
-//!     match reader.next().await {
-//!         Ok(entry) => println!("{} {}", entry.revision, entry.value),
-//!         Err(RemoteReadError::Read(ReadError::Gap { after, oldest })) => {
-//!             println!("missed {}..{oldest}", after + 1) // reported once; resumes at oldest
-//!         }
-//!         Err(e) => return Err(e.into()),
-//!     }
-//! }
-//! # }
-//! ```
-//!
-//! # Generations
-//!
-//! The stream's creation time is its [`generation`](RemoteBuffer::generation):
-//! a stream deleted and created again (by the mirror, for a new buffer, or by
-//! hand) has a new one, and a read against a handle of the old generation
-//! answers [`RemoteReadError::Generation`] instead of mixing two histories. A
-//! [`RemoteReader`] reports it once, then follows the new stream from its
-//! start (cursor 0, so a trimmed new stream answers a `Gap` next).
+//! Stream → reader: the [`RemoteBuffer`] handle and [`RemoteReadError`]; the
+//! reader is `reader.rs`. The reading contract, cursors and generations are
+//! documented once, on [`RemoteBuffer`]; what a remote reader observes is
+//! `docs/nats.md`, "Broadcast ↔ stream".
 
 mod reader;
 
@@ -47,6 +12,7 @@ use crate::error::chain;
 use crate::stream_mirror::ERROR_HEADER;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use async_nats::jetstream::Context;
+use keybus::broadcast::Cursor;
 use keybus::{Entry, ReadError};
 use std::error::Error;
 use std::fmt;
@@ -104,6 +70,58 @@ impl From<ReadError> for RemoteReadError {
 }
 
 /// A handle to a mirrored stream; cheap to clone.
+///
+/// Reads a mirrored stream back with the local `Buffer`'s reading contract.
+///
+/// A [`RemoteBuffer`] is a handle to a stream written by a
+/// [`StreamMirror`](crate::StreamMirror) (sequence = revision). Its reads
+/// answer what [`keybus::broadcast::Buffer`] would: entries after a cursor,
+/// oldest first, at most `limit`; [`ReadError::Gap`] when the stream no longer
+/// holds the revision after the cursor; [`ReadError::Future`] past the tail;
+/// [`ReadError::Empty`] when nothing is past the cursor yet. The server does
+/// not report gaps, so every read compares the cursor with the stream's first
+/// sequence itself (`first > after + 1` is a gap with `oldest = first`).
+///
+/// # Cursors
+///
+/// A position on the stream is a [`keybus::broadcast::Cursor`], as on a local
+/// buffer: the stream's [`generation`](RemoteBuffer::generation) and a
+/// revision. There is no remote cursor type: a remote one is saved, sent and
+/// parsed like a local one (`(u64, u64)`, text). Made by
+/// [`RemoteReader::cursor`], [`RemoteBuffer::cursor`] or
+/// [`RemoteBuffer::cursor_at`]; a cursor of any other generation (a local
+/// buffer's, another stream's, an earlier incarnation of this one) answers
+/// [`ReadError::Foreign`] before anything is read, as locally.
+///
+/// ```no_run
+/// use keybus::ReadError;
+/// use keybus_nats::codec::Utf8;
+/// use keybus_nats::{RemoteBuffer, RemoteReadError};
+///
+/// # async fn demo(js: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+/// let remote = RemoteBuffer::open(&js, "EVENTS", Utf8).await?;
+/// let mut reader = remote.reader_at(remote.cursor_at(0));
+/// loop {
+///     match reader.next().await {
+///         Ok(entry) => println!("{} {}", entry.revision, entry.value),
+///         Err(RemoteReadError::Read(ReadError::Gap { after, oldest })) => {
+///             println!("missed {}..{oldest}", after + 1) // reported once; resumes at oldest
+///         }
+///         Err(e) => return Err(e.into()),
+///     }
+/// }
+/// # }
+/// ```
+///
+/// # Generations
+///
+/// The stream's creation time is its [`generation`](RemoteBuffer::generation):
+/// a stream deleted and created again (by the mirror, for a new buffer, or by
+/// hand) has a new one, and a read against a handle of the old generation
+/// answers [`RemoteReadError::Generation`] instead of mixing two histories. A
+/// [`RemoteReader`] reports it once, then follows the new stream from its
+/// start (its cursor becomes the new generation's revision 0, so a trimmed new
+/// stream answers a `Gap` next).
 pub struct RemoteBuffer<T, C> {
     inner: Arc<Inner<C>>,
     generation: u64,
@@ -176,7 +194,8 @@ where
     }
 
     /// The generation this handle reads: the stream's creation time, in
-    /// nanoseconds since the Unix epoch.
+    /// nanoseconds since the Unix epoch. Every [`Cursor`] of this stream
+    /// carries it.
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -186,21 +205,55 @@ where
         Ok(self.inner.checked(self.generation).await?.last)
     }
 
-    /// Whether reading after `after` is in range now: `Ok`, or a `Gap` / `Future`.
-    pub async fn validate(&self, after: u64) -> Result<(), RemoteReadError> {
+    /// The cursor at the stream's current tail: a reader made with it sees
+    /// only revisions after it.
+    pub async fn cursor(&self) -> Result<Cursor, RemoteReadError> {
+        Ok(self.cursor_at(self.tail().await?))
+    }
+
+    /// The cursor of this stream at `revision` (e.g. an entry's revision from
+    /// [`latest`](Self::latest)). Nothing is checked here; a revision past the
+    /// tail is `Future` when used.
+    pub fn cursor_at(&self, revision: u64) -> Cursor {
+        Cursor::new(self.generation, revision)
+    }
+
+    /// The revision `after` names on this stream, or `Foreign` when it is a
+    /// cursor of another generation.
+    fn revision_of(&self, after: Cursor) -> Result<u64, RemoteReadError> {
+        if after.generation() == self.generation {
+            Ok(after.revision())
+        } else {
+            Err(ReadError::Foreign {
+                expected: self.generation,
+                found: after.generation(),
+            }
+            .into())
+        }
+    }
+
+    /// Whether reading after `after` is in range now: `Ok`, or a `Foreign` /
+    /// `Gap` / `Future`.
+    pub async fn validate(&self, after: Cursor) -> Result<(), RemoteReadError> {
+        let after = self.revision_of(after)?;
         let state = self.inner.checked(self.generation).await?;
         state.validate(after).map_err(Into::into)
     }
 
     /// Up to `limit` entries after `after`, oldest first, without waiting:
-    /// `Future`, `Gap`, then `Empty` when nothing is past `after`. A read that
-    /// races an eviction may end early; its entries are still exactly the
-    /// revisions `after + 1 ..`.
+    /// `Foreign`, `Future`, `Gap`, then `Empty` when nothing is past `after`.
+    /// A read that races an eviction may end early; its entries are still
+    /// exactly the revisions after `after`'s.
     ///
     /// # Panics
     /// If `limit == 0`, as a local buffer does.
-    pub async fn read(&self, after: u64, limit: usize) -> Result<Vec<Entry<T>>, RemoteReadError> {
+    pub async fn read(
+        &self,
+        after: Cursor,
+        limit: usize,
+    ) -> Result<Vec<Entry<T>>, RemoteReadError> {
         assert!(limit > 0, "broadcast read limit must be at least 1");
+        let after = self.revision_of(after)?;
         self.inner.read(self.generation, after, limit).await
     }
 
@@ -225,14 +278,15 @@ where
 
     /// A reader at the stream's current tail: it sees only revisions after it.
     pub async fn reader(&self) -> Result<RemoteReader<T, C>, RemoteReadError> {
-        let tail = self.tail().await?;
-        Ok(self.reader_at(tail))
+        Ok(self.reader_at(self.cursor().await?))
     }
 
-    /// A reader resuming after `after`; range problems are reported by its
-    /// first read.
-    pub fn reader_at(&self, after: u64) -> RemoteReader<T, C> {
-        RemoteReader::new(self.clone(), after)
+    /// A reader resuming after `cursor` (saved from a reader of this stream,
+    /// or made by [`cursor_at`](Self::cursor_at)). Problems with it are
+    /// reported by its reads, not here: `Foreign` (a cursor of another
+    /// generation; the reader stays put), `Future`, `Gap`.
+    pub fn reader_at(&self, cursor: Cursor) -> RemoteReader<T, C> {
+        RemoteReader::new(self.clone(), cursor)
     }
 }
 

@@ -1,8 +1,10 @@
-//! A cursor over a remote stream, with the local `Reader`'s rules.
+//! [`RemoteReader`]: a cursor over a remote stream, with the local `Reader`'s
+//! rules (documented on the type).
 
 use super::{RemoteBuffer, RemoteReadError};
 use crate::codec::ValueCodec;
 use futures_util::{FutureExt, StreamExt};
+use keybus::broadcast::Cursor;
 use keybus::{Entry, ReadError};
 use std::collections::VecDeque;
 use std::fmt;
@@ -17,18 +19,19 @@ const POLL: Duration = Duration::from_millis(500);
 /// A cursor over a [`RemoteBuffer`]: every revision after its cursor, one at a
 /// time, in order, or a gap when the stream no longer holds what it needs.
 ///
+/// Its position is a [`Cursor`] of the stream (see [`RemoteBuffer`], "Cursors").
 /// As a local [`Reader`](keybus::broadcast::Reader): on `Gap { after, oldest }`
 /// the cursor moves to `oldest - 1` (the gap is reported once, the next call
-/// returns `oldest`); on `Future` it stays. Also: on
+/// returns `oldest`); on `Future` and `Foreign` it stays. Also: on
 /// [`RemoteReadError::Decode`] it moves past that revision; on
-/// [`RemoteReadError::Generation`] it takes the new generation at cursor 0.
+/// [`RemoteReadError::Generation`] it takes the new generation at revision 0.
 ///
 /// A waiting [`next`](Self::next) subscribes to the stream's subject only as
 /// a wake-up (what it returns is always read from the stream), and looks
 /// again every 500 ms regardless.
 pub struct RemoteReader<T, C> {
     buffer: RemoteBuffer<T, C>,
-    cursor: u64,
+    cursor: Cursor,
     /// Fetched, not yet returned: revisions `cursor + 1 ..` in order.
     ready: VecDeque<Entry<T>>,
     wake: Option<async_nats::Subscriber>,
@@ -39,7 +42,7 @@ where
     T: Send + 'static,
     C: ValueCodec<T>,
 {
-    pub(super) fn new(buffer: RemoteBuffer<T, C>, cursor: u64) -> Self {
+    pub(super) fn new(buffer: RemoteBuffer<T, C>, cursor: Cursor) -> Self {
         RemoteReader {
             buffer,
             cursor,
@@ -48,44 +51,46 @@ where
         }
     }
 
-    /// The last revision returned (or started at, or moved to by a gap).
-    pub fn cursor(&self) -> u64 {
+    /// The stream's generation and the last revision returned (or started
+    /// at, or moved to by a gap): save it to resume with
+    /// [`RemoteBuffer::reader_at`].
+    pub fn cursor(&self) -> Cursor {
         self.cursor
     }
 
-    /// The generation this reader's cursor belongs to.
-    pub fn generation(&self) -> u64 {
-        self.buffer.generation
+    /// Moves the cursor to `revision` of the stream it belongs to.
+    fn move_to(&mut self, revision: u64) {
+        self.cursor = Cursor::new(self.cursor.generation(), revision);
     }
 
     /// The revision after the cursor, or `Empty` if there is none yet.
     pub async fn try_next(&mut self) -> Result<Entry<T>, RemoteReadError> {
         if let Some(entry) = self.ready.pop_front() {
-            self.cursor = entry.revision;
+            self.move_to(entry.revision);
             return Ok(entry);
         }
-        let inner = &self.buffer.inner;
-        match inner.read(self.buffer.generation, self.cursor, BATCH).await {
+        let answer = self.buffer.read(self.cursor, BATCH).await;
+        match answer {
             Ok(entries) => {
                 self.ready.extend(entries);
                 let entry = self
                     .ready
                     .pop_front()
                     .expect("a successful read has entries");
-                self.cursor = entry.revision;
+                self.move_to(entry.revision);
                 Ok(entry)
             }
             Err(RemoteReadError::Read(ReadError::Gap { after, oldest })) => {
-                self.cursor = oldest - 1;
+                self.move_to(oldest - 1);
                 Err(ReadError::Gap { after, oldest }.into())
             }
             Err(RemoteReadError::Decode { revision, error }) => {
-                self.cursor = revision;
+                self.move_to(revision);
                 Err(RemoteReadError::Decode { revision, error })
             }
             Err(RemoteReadError::Generation { expected, found }) => {
                 self.buffer.generation = found;
-                self.cursor = 0;
+                self.cursor = Cursor::new(found, 0);
                 self.wake = None;
                 Err(RemoteReadError::Generation { expected, found })
             }
@@ -149,7 +154,6 @@ impl<T, C> fmt::Debug for RemoteReader<T, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RemoteReader")
             .field("cursor", &self.cursor)
-            .field("generation", &self.buffer.generation)
             .finish_non_exhaustive()
     }
 }

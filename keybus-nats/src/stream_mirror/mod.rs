@@ -1,49 +1,8 @@
-//! Broadcast → stream: a buffer's revisions appended to a JetStream stream,
-//! stream sequence = revision.
-//!
-//! The stream is the buffer's ring on the server: one subject,
-//! `max_messages = window` (the buffer's capacity by default), discard old.
-//! Each revision `r` is published with `Nats-Expected-Last-Sequence: r - 1`,
-//! so the server stores it as sequence `r` or refuses it (never out of order,
-//! never twice), with `Nats-Msg-Id: <generation>-<r>` so a retry inside the
-//! duplicate window is acknowledged, not appended, and with the headers
-//! `Keybus-Revision` and `Keybus-Generation`. Publishes are pipelined (up to
-//! [`max_in_flight`](StreamMirror::max_in_flight) acks awaited at once).
-//!
-//! ```no_run
-//! use keybus::broadcast::Buffer;
-//! use keybus_nats::codec::Utf8;
-//! use keybus_nats::StreamMirror;
-//!
-//! # async fn demo(js: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
-//! let buf: Buffer<String> = Buffer::new(1024);
-//! let mirror = StreamMirror::new(&buf, js, "EVENTS", Utf8).subject("events.status")?.spawn();
-//! buf.append("ready".to_string())?;
-//! let stats = mirror.settled().await; // revision 1 is stream sequence 1
-//! assert_eq!(stats.cursor, 1);
-//! # Ok(()) }
-//! ```
-//!
-//! # Faults and gaps
-//!
-//! After any failed publish the mirror waits for the publishes in flight,
-//! backs off, reads the stream's last sequence `L` and resumes the buffer
-//! at `L`. If the buffer no longer holds `L + 1` (an outage longer than the
-//! ring), the buffer reports `Gap { after: L, oldest }` and the mirror purges
-//! the stream up to `oldest`, which moves the stream's first sequence there:
-//! remote readers then get exactly one `Gap` naming their cursor and `oldest`,
-//! never a silent skip, and the stream goes on at sequence `oldest`. The stream
-//! is created if missing (also when deleted under the mirror); it is bound to
-//! the buffer's generation (in its description), and a stream of another
-//! generation (another buffer, a restarted process) is deleted and created
-//! anew, so remote readers see a new generation instead of a mixed history.
-//! A stream of that name that is not a keybus mirror is left alone: the mirror
-//! stops with [`StreamMirrorStats::last_error`] saying so.
-//!
-//! A value the codec refuses, or one over the server's `max_payload`, still
-//! takes its revision: the mirror publishes an empty placeholder with a
-//! `Keybus-Error` header, counts it, and remote readers get a
-//! [`RemoteReadError::Decode`](crate::RemoteReadError::Decode) for that revision.
+//! Broadcast → stream: the [`StreamMirror`] builder, its
+//! [`StreamMirrorHandle`] and its [`StreamMirrorStats`]; the task is
+//! `engine.rs`. The wire format, faults and gaps are documented once, on
+//! [`StreamMirror`]; what a remote reader observes is `docs/nats.md`,
+//! "Broadcast ↔ stream".
 
 mod engine;
 
@@ -67,6 +26,53 @@ pub const ERROR_HEADER: &str = "Keybus-Error";
 pub(crate) const DESCRIPTION: &str = "keybus broadcast mirror; buffer generation ";
 
 /// Builds a broadcast → stream mirror; [`spawn`](Self::spawn) starts it.
+///
+/// A buffer's revisions appended to a JetStream stream, stream sequence =
+/// revision.
+///
+/// The stream is the buffer's ring on the server: one subject,
+/// `max_messages = window` (the buffer's capacity by default), discard old.
+/// Each revision `r` is published with `Nats-Expected-Last-Sequence: r - 1`,
+/// so the server stores it as sequence `r` or refuses it (never out of order,
+/// never twice), with `Nats-Msg-Id: <generation>-<r>` so a retry inside the
+/// duplicate window is acknowledged, not appended, and with the headers
+/// `Keybus-Revision` and `Keybus-Generation`. Publishes are pipelined (up to
+/// [`max_in_flight`](StreamMirror::max_in_flight) acks awaited at once).
+///
+/// ```no_run
+/// use keybus::broadcast::Buffer;
+/// use keybus_nats::codec::Utf8;
+/// use keybus_nats::StreamMirror;
+///
+/// # async fn demo(js: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+/// let buf: Buffer<String> = Buffer::new(1024);
+/// let mirror = StreamMirror::new(&buf, js, "EVENTS", Utf8).subject("events.status")?.spawn();
+/// buf.append("ready".to_string())?;
+/// let stats = mirror.settled().await; // revision 1 is stream sequence 1
+/// assert_eq!(stats.cursor, 1);
+/// # Ok(()) }
+/// ```
+///
+/// # Faults and gaps
+///
+/// After any failed publish the mirror waits for the publishes in flight,
+/// backs off, reads the stream's last sequence `L` and resumes the buffer
+/// at `L`. If the buffer no longer holds `L + 1` (an outage longer than the
+/// ring), the buffer reports `Gap { after: L, oldest }` and the mirror purges
+/// the stream up to `oldest`, which moves the stream's first sequence there:
+/// remote readers then get exactly one `Gap` naming their cursor and `oldest`,
+/// never a silent skip, and the stream goes on at sequence `oldest`. The stream
+/// is created if missing (also when deleted under the mirror); it is bound to
+/// the buffer's generation (in its description), and a stream of another
+/// generation (another buffer, a restarted process) is deleted and created
+/// anew, so remote readers see a new generation instead of a mixed history.
+/// A stream of that name that is not a keybus mirror is left alone: the mirror
+/// stops with [`StreamMirrorStats::last_error`] saying so.
+///
+/// A value the codec refuses, or one over the server's `max_payload`, still
+/// takes its revision: the mirror publishes an empty placeholder with a
+/// `Keybus-Error` header, counts it, and remote readers get a
+/// [`RemoteReadError::Decode`](crate::RemoteReadError::Decode) for that revision.
 #[must_use = "a mirror does nothing until spawned"]
 pub struct StreamMirror<T, C> {
     buffer: Buffer<T>,

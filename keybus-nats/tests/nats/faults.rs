@@ -160,8 +160,8 @@ async fn an_outage_longer_than_the_ring_is_exactly_one_gap_per_reader() {
     let remote = RemoteBuffer::open(&js, "OUTAGE", DisplayValues)
         .await
         .unwrap();
-    let mut a = remote.reader_at(0);
-    let mut b = remote.reader_at(0);
+    let mut a = remote.reader_at(remote.cursor_at(0));
+    let mut b = remote.reader_at(remote.cursor_at(0));
     assert_eq!(read_to(&mut a, 10).await, []);
     assert_eq!(read_to(&mut b, 4).await, []);
 
@@ -235,6 +235,6 @@ async fn the_stream_mirror_loses_nothing_across_a_short_kill_and_a_pause() {
     let remote = RemoteBuffer::open(&js, "SHORT", DisplayValues)
         .await
         .unwrap();
-    let mut reader = remote.reader_at(0);
+    let mut reader = remote.reader_at(remote.cursor_at(0));
     assert_eq!(read_to(&mut reader, 200).await, []);
 }

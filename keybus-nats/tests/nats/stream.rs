@@ -3,7 +3,7 @@
 
 use crate::server::Server;
 use crate::support::{connect, within};
-use keybus::broadcast::Buffer;
+use keybus::broadcast::{Buffer, Cursor};
 use keybus::ReadError;
 use keybus_nats::codec::{CodecError, DisplayValues, Utf8, ValueCodec};
 use keybus_nats::{
@@ -26,8 +26,9 @@ pub async fn read_to(
     to: u64,
 ) -> Vec<(u64, u64)> {
     let mut gaps = Vec::new();
-    while reader.cursor() < to {
-        let before = reader.cursor();
+    let generation = reader.cursor().generation();
+    while reader.cursor().revision() < to {
+        let before = reader.cursor().revision();
         match within("the next revision", LIMIT, reader.next()).await {
             Ok(e) => {
                 assert_eq!(e.revision, before + 1, "in order, none skipped");
@@ -36,7 +37,7 @@ pub async fn read_to(
             Err(RemoteReadError::Read(ReadError::Gap { after, oldest })) => {
                 assert_eq!(after, before, "a gap names the cursor");
                 assert!(oldest > after + 1);
-                assert_eq!(reader.cursor(), oldest - 1);
+                assert_eq!(reader.cursor(), Cursor::new(generation, oldest - 1));
                 gaps.push((after, oldest));
             }
             Err(e) => panic!("unexpected {e}"),
@@ -58,7 +59,8 @@ async fn every_revision_in_order_or_an_exact_gap() {
     let remote = RemoteBuffer::open(&js, "RING", DisplayValues)
         .await
         .unwrap();
-    let mut live = remote.reader_at(0);
+    let at = |revision| remote.cursor_at(revision);
+    let mut live = remote.reader_at(at(0));
     let follower = tokio::spawn(async move {
         let gaps = read_to(&mut live, 200).await;
         (gaps, live.cursor())
@@ -72,38 +74,41 @@ async fn every_revision_in_order_or_an_exact_gap() {
     let stats = within("settling", LIMIT, mirror.settled()).await;
     assert_eq!((stats.cursor, stats.published, stats.gaps), (200, 200, 0));
     let (_gaps, cursor) = within("the follower", LIMIT, follower).await.unwrap();
-    assert_eq!(cursor, 200);
+    assert_eq!(cursor, Cursor::new(remote.generation(), 200));
 
     // The local contract, remotely: retained 137..=200.
     assert_eq!(remote.tail().await.unwrap(), 200);
-    assert_eq!(remote.read(136, 1000).await.unwrap().len(), 64);
+    assert_eq!(remote.cursor().await.unwrap(), at(200));
+    assert_eq!(remote.read(at(136), 1000).await.unwrap().len(), 64);
     assert_eq!(
-        remote.read(135, 10).await,
+        remote.read(at(135), 10).await,
         Err(RemoteReadError::Read(ReadError::Gap {
             after: 135,
             oldest: 137
         }))
     );
-    assert_eq!(remote.validate(136).await, Ok(()));
+    assert_eq!(remote.validate(at(136)).await, Ok(()));
     assert_eq!(
-        remote.read(200, 10).await,
+        remote.read(at(200), 10).await,
         Err(RemoteReadError::Read(ReadError::Empty))
     );
     assert_eq!(
-        remote.read(201, 10).await,
+        remote.read(at(201), 10).await,
         Err(RemoteReadError::Read(ReadError::Future {
             after: 201,
             tail: 200
         }))
     );
-    let page = remote.read(150, 3).await.unwrap();
+    // A cursor saved as text reads the same page.
+    let saved: Cursor = at(150).to_string().parse().unwrap();
+    let page = remote.read(saved, 3).await.unwrap();
     assert_eq!(
         page.iter().map(|e| e.revision).collect::<Vec<_>>(),
         [151, 152, 153]
     );
     let latest = remote.latest().await.unwrap().unwrap();
     assert_eq!((latest.revision, latest.value), (200, value_of(200)));
-    let mut late = remote.reader_at(100);
+    let mut late = remote.reader_at(at(100));
     assert_eq!(
         late.try_next().await,
         Err(RemoteReadError::Read(ReadError::Gap {
@@ -112,6 +117,19 @@ async fn every_revision_in_order_or_an_exact_gap() {
         }))
     );
     assert_eq!(late.try_next().await.unwrap().revision, 137);
+
+    // A cursor of another generation (here the local buffer's) is foreign to
+    // the stream, whatever its revision; a reader made with one stays put.
+    let foreign = RemoteReadError::Read(ReadError::Foreign {
+        expected: remote.generation(),
+        found: buf.generation(),
+    });
+    let local = buf.cursor_at(150);
+    assert_eq!(remote.read(local, 10).await, Err(foreign.clone()));
+    assert_eq!(remote.validate(local).await, Err(foreign.clone()));
+    let mut lost = remote.reader_at(local);
+    assert_eq!(lost.try_next().await, Err(foreign));
+    assert_eq!(lost.cursor(), local);
 
     // Headers name the revision and the buffer's generation.
     let stream = js.get_stream("RING").await.unwrap();
@@ -136,8 +154,9 @@ async fn a_recreated_stream_is_a_new_generation() {
     within("settling", LIMIT, mirror.settled()).await;
     let remote = RemoteBuffer::open(&js, "GEN", DisplayValues).await.unwrap();
     let g1 = remote.generation();
-    let mut reader = remote.reader_at(0);
+    let mut reader = remote.reader_at(remote.cursor_at(0));
     assert_eq!(read_to(&mut reader, 5).await, []);
+    let old = reader.cursor();
 
     // Deleted under the mirror: the next append makes it create the stream
     // again, with what the buffer still holds (revisions 4..=12).
@@ -152,7 +171,7 @@ async fn a_recreated_stream_is_a_new_generation() {
         Err(RemoteReadError::Generation { expected, found }) => {
             assert_eq!(expected, g1);
             assert_ne!(found, g1);
-            assert_eq!(reader.generation(), found);
+            assert_eq!(reader.cursor(), Cursor::new(found, 0));
         }
         other => panic!("expected a generation change, got {other:?}"),
     }
@@ -161,6 +180,16 @@ async fn a_recreated_stream_is_a_new_generation() {
         remote.tail().await,
         Err(RemoteReadError::Generation { .. })
     ));
+    // A cursor of the old stream is foreign to a handle of the new one.
+    let reopened: RemoteBuffer<u64, _> =
+        RemoteBuffer::open(&js, "GEN", DisplayValues).await.unwrap();
+    assert_eq!(
+        reopened.read(old, 10).await,
+        Err(RemoteReadError::Read(ReadError::Foreign {
+            expected: reopened.generation(),
+            found: g1
+        }))
+    );
 
     // A new buffer (a restarted producer) under the same name: a new stream.
     drop(mirror);
@@ -170,7 +199,7 @@ async fn a_recreated_stream_is_a_new_generation() {
     within("settling", LIMIT, mirror2.settled()).await;
     let remote2: RemoteBuffer<u64, _> =
         RemoteBuffer::open(&js, "GEN", DisplayValues).await.unwrap();
-    assert_ne!(remote2.generation(), reader.generation());
+    assert_ne!(remote2.generation(), reader.cursor().generation());
     assert_eq!(remote2.tail().await.unwrap(), 1);
 }
 
@@ -208,7 +237,7 @@ async fn bad_values_keep_their_revision_and_are_reported_once() {
     assert_eq!((stats.cursor, stats.placeholders), (5, 2), "{stats:?}");
 
     let remote = RemoteBuffer::open(&js, "BAD", NoSevens).await.unwrap();
-    let mut reader = remote.reader_at(0);
+    let mut reader = remote.reader_at(remote.cursor_at(0));
     assert_eq!(reader.next().await.unwrap().value, "1");
     for bad in 2..=4 {
         match reader.next().await {
@@ -218,10 +247,10 @@ async fn bad_values_keep_their_revision_and_are_reported_once() {
             }
             other => panic!("revision {bad}: expected a decode error, got {other:?}"),
         }
-        assert_eq!(reader.cursor(), bad);
+        assert_eq!(reader.cursor(), remote.cursor_at(bad));
     }
     let last = reader.next().await.unwrap();
     assert_eq!((last.revision, last.value.as_str()), (5, "5"));
     // A page stops before a bad entry; the next read reports it.
-    assert_eq!(remote.read(0, 10).await.unwrap().len(), 1);
+    assert_eq!(remote.read(remote.cursor_at(0), 10).await.unwrap().len(), 1);
 }

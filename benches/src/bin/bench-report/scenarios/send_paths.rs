@@ -5,7 +5,10 @@
 //! threaded fan-outs whose consumers take whole backlogs with `try_recv_all`.
 //! Sized by `scale` (1 = quick, 5 = `--full`) like the rest of the report.
 
-use super::{cf, conflate_entries, timed, Entry, Measure, Role, Scenario};
+use super::conflate::conflate_entries;
+use super::{timed, Entry, Measure, Scenario};
+use crate::cf;
+use crate::common::Role;
 
 /// The receiver counts of `conflate/coalescing_send/{R}_receivers`.
 pub const COALESCING_RECEIVERS: [u64; 4] = [1, 4, 16, 1_000];

@@ -28,7 +28,7 @@
 mod list;
 mod run;
 
-use super::Options;
+use crate::options::Options;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -116,7 +116,7 @@ fn table(targets: &[list::Target], outcomes: &[run::Outcome]) -> String {
         }
         let ratios = o.ratios();
         let (lo, hi) = range(ratios.iter().copied());
-        let mid = super::median(ratios);
+        let mid = crate::rounds::median(ratios);
         let status = match &o.failed {
             Some(why) => format!("**failed** after {} rounds: {why}", o.pairs.len()),
             None if lo >= t.goal => {

@@ -16,8 +16,9 @@
 //! The heap-bytes-per-pending-key target is `cargo test --release --test
 //! memory`, not here.
 
-use super::super::report_conflate::{NEW_KEY_KEYS, TRY_ALL_FAN_OUTS};
-use super::super::{cf, Role};
+use crate::cf;
+use crate::common::Role;
+use crate::scenarios::send_paths::{NEW_KEY_KEYS, TRY_ALL_FAN_OUTS};
 use std::time::Duration;
 
 /// One measurement: its cost, lower is better, or why it does not count.
