@@ -5,5 +5,12 @@
 //! benchmark reports its ratios to. It is also a fine choice when contention is low
 //! and simplicity matters more than throughput.
 
+//!
+//! The code lives beside the bus it mirrors: `src/conflate/baseline/` and
+//! `src/broadcast/baseline.rs`, mounted here so that their public paths stay
+//! `keybus::baseline::{conflate, broadcast}`.
+
+#[path = "broadcast/baseline.rs"]
 pub mod broadcast;
+#[path = "conflate/baseline/mod.rs"]
 pub mod conflate;

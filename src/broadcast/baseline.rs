@@ -47,9 +47,9 @@
 pub use crate::broadcast::{Cursor, ParseCursorError, Position};
 pub use crate::{AppendError, Entry, ReadError};
 
+use crate::appending::Appending;
 use crate::broadcast::cursor::check_generation;
-use crate::broadcast::reader::stream_item;
-use crate::event::Appending;
+use crate::broadcast::entry::stream_item;
 use crate::sync::{lock, Arc, AtomicUsize, Listener, Mutex, Notify, Ordering};
 use crate::wait::{block, poll_attempt, WaitFuture};
 use futures_core::Stream;
@@ -222,7 +222,7 @@ impl<T: Clone + Send + Sync + 'static> Buffer<T> {
                 capacity,
                 handles: AtomicUsize::new(1),
                 notify: Notify::new(),
-                generation: crate::generation::next(),
+                generation: crate::broadcast::generation::next(),
             }),
         }
     }

@@ -1,7 +1,8 @@
 //! A cursor over a buffer: one reader's independent position in the history.
 
-use super::cursor::{check_generation, Cursor};
 use super::ring::Ring;
+use crate::broadcast::cursor::{check_generation, Cursor};
+use crate::broadcast::entry::stream_item;
 use crate::sync::{Arc, Listener};
 use crate::wait::{block_armed, poll_attempt_armed, WaitFuture};
 use crate::{Entry, ReadError};
@@ -233,22 +234,6 @@ impl<T: Clone + Send + Sync + 'static> Stream for Reader<T> {
             || step(ring, generation, revision),
         );
         answer.map(|answer| stream_item(answer, &mut this.halted))
-    }
-}
-
-/// The stream item for one step's answer (both implementations): `Closed` ends
-/// the stream; `Foreign` and `Future` are yielded and then halt it.
-pub(crate) fn stream_item<T>(
-    answer: Result<Entry<T>, ReadError>,
-    halted: &mut bool,
-) -> Option<Result<Entry<T>, ReadError>> {
-    match answer {
-        Err(ReadError::Closed) => None,
-        Err(e @ (ReadError::Foreign { .. } | ReadError::Future { .. })) => {
-            *halted = true;
-            Some(Err(e))
-        }
-        other => Some(other),
     }
 }
 

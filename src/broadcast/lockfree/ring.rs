@@ -132,7 +132,7 @@ impl<T> Ring<T> {
             handles: AtomicUsize::new(1),
             pool: UnsafeCell::new(Pool::new()),
             notify: Notify::new(),
-            generation: crate::generation::next(),
+            generation: crate::broadcast::generation::next(),
         }
     }
 

@@ -4,8 +4,9 @@
 //! and small threaded races sized for Miri
 //! (`cargo +nightly miri test --lib broadcast`).
 
-use super::{Buffer, ReadError};
+use super::Buffer;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
+use crate::ReadError;
 use std::sync::mpsc;
 use std::thread;
 

@@ -168,6 +168,7 @@
 //!   polling `peek` in a loop slows every sender. [`crate::conflate`] is the
 //!   design without a bus-wide lock.
 
+mod builder;
 mod hub;
 mod queue;
 mod receiver;
@@ -181,6 +182,7 @@ pub use crate::{
     Event, HubStats, ReceiverInfo, ReceiverStats, RecvError, RecvTimeoutError, SendError,
     TryRecvError,
 };
-pub use hub::{Hub, HubBuilder, ReceiverBuilder};
+pub use builder::{HubBuilder, ReceiverBuilder};
+pub use hub::Hub;
 pub use receiver::{Iter, Receiver, ReceiverWatch, TryIter};
 pub use sender::Sender;

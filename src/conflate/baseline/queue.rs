@@ -14,8 +14,8 @@
 //! and a repair on unwind. The index hashes nodes with their stored hash, so a
 //! table resize never calls back into user code.
 
-use crate::event::Event;
-use crate::policy::Merge;
+use crate::conflate::common::event::Event;
+use crate::conflate::common::policy::Merge;
 use hashbrown::HashTable;
 use std::mem;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -4,10 +4,10 @@
 
 use super::queue::KeyQueue;
 use super::shared::{Registration, RxCounters, Shared};
+use crate::conflate::common::event::Event;
+use crate::conflate::common::removal::Seen;
+use crate::conflate::common::stats::ReceiverStats;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::event::Event;
-use crate::removal::Seen;
-use crate::stats::ReceiverStats;
 use crate::sync::{Arc, Listener, Notify, Ordering};
 use crate::wait::{block, poll_attempt, WaitFuture};
 use futures_core::Stream;
@@ -43,13 +43,16 @@ impl<K, V> fmt::Debug for Receiver<K, V> {
 
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
-        if crate::reentrancy::inside_send(&*self.shared) {
+        if crate::conflate::common::reentrancy::inside_send(&*self.shared) {
             // Dropped by user code inside this hub's own send: the hub mutex is
             // this thread's, so deregistering would deadlock. It stays registered
             // until the hub is freed. Panic unless already unwinding (a second
             // panic would abort).
             if !std::thread::panicking() {
-                crate::reentrancy::forbid_inside_send(&*self.shared, "dropping a Receiver");
+                crate::conflate::common::reentrancy::forbid_inside_send(
+                    &*self.shared,
+                    "dropping a Receiver",
+                );
             }
             return;
         }
@@ -468,4 +471,4 @@ where
     }
 }
 
-crate::receiver_iter::receiver_iterators!();
+crate::conflate::common::receiver_iter::receiver_iterators!();

@@ -1,8 +1,8 @@
 //! The send side: [`Sender`], and the handle count that closes it on drop.
 
 use super::shared::Shared;
+use crate::conflate::common::hub_word::HubWord;
 use crate::error::SendError;
-use crate::hub_word::HubWord;
 use crate::sync::Arc;
 use std::fmt;
 use std::hash::Hash;

@@ -3,16 +3,18 @@
 
 use super::queue::{KeyQueue, Merged};
 use super::state::HubState;
-use crate::conflate::stripes::Stripes;
+use crate::conflate::common::counters::{bump, Departure, Departures};
+use crate::conflate::common::hash::KeyHasher;
+use crate::conflate::common::hub_word::HubWord;
+use crate::conflate::common::policy::{KeyFilter, Merge, ReceiverConfig};
+use crate::conflate::common::reentrancy::{forbid_inside_send, SendScope};
+use crate::conflate::common::removal::Tombstones;
+use crate::conflate::common::stats::{HubStats, ReceiverInfo, ReceiverStats};
+use crate::conflate::lockfree::stripes::Stripes;
 use crate::error::{SendError, TryRecvError};
-use crate::hub_word::HubWord;
-use crate::policy::{KeyFilter, Merge, ReceiverConfig};
-use crate::reentrancy::{forbid_inside_send, SendScope};
-use crate::removal::Tombstones;
-use crate::stats::{bump, Departure, Departures, HubStats, ReceiverInfo, ReceiverStats};
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Notify, Ordering};
 use std::borrow::Cow;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::mem;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -27,7 +29,7 @@ pub(super) struct Shared<K, V> {
     /// Which values remove their key (`HubBuilder::tombstones`).
     pub(super) tombstones: Tombstones<V>,
     /// One hash per send serves every receiver's index.
-    hasher: foldhash::fast::RandomState,
+    hasher: KeyHasher,
     /// Whether `Inner::table` exists (fixed at build), readable without the mutex.
     retain: bool,
     /// Accepted sends (striped: the no-receiver path takes no lock).
@@ -86,7 +88,7 @@ pub(super) struct RxCounters {
     pub(super) tx_closed: AtomicBool,
     /// With tombstones: what the consumer's record took without handing on
     /// (the receiver's `Seen` writes it; every stats read applies it).
-    pub(super) correction: Option<std::sync::Arc<crate::removal::Correction>>,
+    pub(super) correction: Option<std::sync::Arc<crate::conflate::common::removal::Correction>>,
     received: AtomicU64,
     filtered: AtomicU64,
     delivered: AtomicU64,
@@ -198,7 +200,7 @@ impl<K, V> Shared<K, V> {
                 table: retain.then(KeyQueue::new),
             }),
             merge,
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: KeyHasher::default(),
             retain,
             sent: Stripes::new(),
             refused: AtomicU64::new(0),
@@ -423,7 +425,7 @@ where
         if !self.retain {
             return None;
         }
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hasher.hash(key);
         let inner = self.lock("Hub::latest");
         let table = inner.table.as_ref()?;
         table.get(hash, key).cloned()
@@ -457,7 +459,7 @@ where
         }
         // `K: Hash` and the tombstone test are user code: run them before
         // anything is locked or changed.
-        let hash = self.hasher.hash_one(&key);
+        let hash = self.hasher.hash(&key);
         let tombstone = self.tombstones.is(&value);
         // Marks this thread as inside the send until the mutex is released: user
         // code that calls back into the hub then panics instead of deadlocking.

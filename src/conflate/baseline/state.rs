@@ -1,7 +1,7 @@
 //! The hub's state word: both closed bits and the live-receiver count in one
 //! `AtomicU64`, so the send path decides "closed? anybody listening?" with one load.
 
-use crate::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
+use crate::conflate::common::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Layout of the word:

@@ -21,8 +21,8 @@ macro_rules! receiver_iterators {
             rx: &'a mut Receiver<K, V>,
         }
 
-        $crate::receiver_iter::receiver_iterators!(@one Iter, recv);
-        $crate::receiver_iter::receiver_iterators!(@one TryIter, try_recv);
+        $crate::conflate::common::receiver_iter::receiver_iterators!(@one Iter, recv);
+        $crate::conflate::common::receiver_iter::receiver_iterators!(@one TryIter, try_recv);
     };
     (@one $iter:ident, $step:ident) => {
         impl<K, V> Iterator for $iter<'_, K, V>

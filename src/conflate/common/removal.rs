@@ -14,9 +14,9 @@
 //!   delivered an event of the key's life that the tombstone ends; otherwise it
 //!   is dropped there and counted as annihilated ([`Seen`]).
 
-use crate::event::Event;
-use crate::policy::Merge;
-use crate::stats::ReceiverStats;
+use crate::conflate::common::event::Event;
+use crate::conflate::common::policy::Merge;
+use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::{AtomicU64, Ordering};
 use hashbrown::HashSet;
 use std::hash::Hash;

@@ -5,7 +5,7 @@
 use super::queue::{Head, Queue};
 use super::state::HubState;
 use super::stripes::Stripes;
-use crate::hub_word::HubWord;
+use crate::conflate::common::hub_word::HubWord;
 
 /// A cell receiver's first-touch queue and its consumer's head.
 pub struct QueueModel {

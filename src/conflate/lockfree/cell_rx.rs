@@ -10,10 +10,11 @@
 use super::cells::Cells;
 use super::queue::{CellId, Head, Queue};
 use super::registry::RxId;
-use crate::event::Event;
+use crate::conflate::common::counters::Consumed;
+use crate::conflate::common::event::Event;
+use crate::conflate::common::removal::Correction;
+use crate::conflate::common::stats::ReceiverStats;
 use crate::padding::Apart;
-use crate::removal::Correction;
-use crate::stats::{Consumed, ReceiverStats};
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
 
 /// The shared part of a cell receiver: what sends reach.

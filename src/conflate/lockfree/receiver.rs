@@ -10,11 +10,13 @@ use super::cell_rx::{CellLocal, CellRx};
 use super::core::{Local, RxCore};
 use super::shared::Shared;
 use super::watch::{ReceiverWatch, Target};
+use crate::appending::Appending;
+use crate::conflate::common::counters::Departure;
+use crate::conflate::common::event::Event;
+use crate::conflate::common::hub_word::HubWord;
+use crate::conflate::common::removal::Seen;
+use crate::conflate::common::stats::ReceiverStats;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::event::{Appending, Event};
-use crate::hub_word::HubWord;
-use crate::removal::Seen;
-use crate::stats::{Departure, ReceiverStats};
 use crate::sync::{Arc, Listener, Notify};
 use crate::wait;
 use futures_core::Stream;
@@ -485,7 +487,7 @@ where
     pub fn close(&self) {
         // Checked before anything changes, so a re-entrant call leaves the
         // receiver as it was (see `reentrancy.rs`).
-        crate::reentrancy::forbid_inside_send(&*self.shared, "Receiver::close");
+        crate::conflate::common::reentrancy::forbid_inside_send(&*self.shared, "Receiver::close");
         self.kind.close(&self.shared, Departure::Dropped);
     }
 
@@ -614,7 +616,7 @@ where
 
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
-        if crate::reentrancy::inside_send(&*self.shared) {
+        if crate::conflate::common::reentrancy::inside_send(&*self.shared) {
             // Dropped by user code inside this hub's own send: deregistering
             // would take the writer lock the send may need. Closed, it takes no
             // more values; it stays listed until the hub is freed. Panic unless
@@ -628,7 +630,10 @@ impl<K, V> Drop for Receiver<K, V> {
                 }
             }
             if !std::thread::panicking() {
-                crate::reentrancy::forbid_inside_send(&*self.shared, "dropping a Receiver");
+                crate::conflate::common::reentrancy::forbid_inside_send(
+                    &*self.shared,
+                    "dropping a Receiver",
+                );
             }
             return;
         }
@@ -646,4 +651,4 @@ impl<K, V> fmt::Debug for Receiver<K, V> {
     }
 }
 
-crate::receiver_iter::receiver_iterators!();
+crate::conflate::common::receiver_iter::receiver_iterators!();

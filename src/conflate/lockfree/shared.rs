@@ -8,23 +8,17 @@ use super::core::RxCore;
 use super::registry::{self, Registry, Writer};
 use super::state::HubState;
 use super::stripes::Stripes;
+use crate::conflate::common::counters::{Departure, Departures};
+use crate::conflate::common::hash::KeyHasher;
+use crate::conflate::common::hub_word::HubWord;
+use crate::conflate::common::policy::{KeyFilter, Merge};
+use crate::conflate::common::reentrancy::{forbid_inside_send, SendScope};
+use crate::conflate::common::removal::Tombstones;
+use crate::conflate::common::stats::{HubStats, ReceiverInfo};
 use crate::error::SendError;
-use crate::hub_word::HubWord;
-use crate::policy::{KeyFilter, Merge};
-use crate::reentrancy::{forbid_inside_send, SendScope};
-use crate::removal::Tombstones;
-use crate::stats::{Departure, Departures, HubStats, ReceiverInfo};
 use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
-use std::hash::{BuildHasher, Hash};
-
-/// The hasher: seeded per hub, so colliding keys cannot be precomputed. Under
-/// loom and shuttle it is fixed, because a model must run the same way on every
-/// schedule (and replay from its seed).
-#[cfg(not(any(loom, shuttle)))]
-pub(crate) type HashState = foldhash::fast::RandomState;
-#[cfg(any(loom, shuttle))]
-pub(crate) type HashState = foldhash::fast::FixedState;
+use std::hash::Hash;
 
 #[cfg(test)]
 thread_local! {
@@ -47,7 +41,7 @@ pub(crate) struct Shared<K, V> {
     pub(crate) stripes: Stripes,
     pub(crate) registry: Registry<K, V>,
     writer: Mutex<WriterState<K, V>>,
-    hasher: HashState,
+    hasher: KeyHasher,
     pub(crate) merge: Merge<V>,
     /// Which values remove their key (`HubBuilder::tombstones`).
     pub(crate) tombstones: Tombstones<V>,
@@ -97,7 +91,7 @@ impl<K, V> Shared<K, V> {
                 closed: false,
                 list,
             }),
-            hasher: HashState::default(),
+            hasher: KeyHasher::default(),
             cells: Cells::new(merge.clone(), retain, tombstones.clone()),
             merge,
             tombstones,
@@ -176,7 +170,7 @@ impl<K, V> Shared<K, V> {
     where
         K: Hash,
     {
-        self.hasher.hash_one(key)
+        self.hasher.hash(key)
     }
 
     /// The send side is closed and no send can still publish: what a receiver
@@ -230,7 +224,7 @@ impl<K, V> Shared<K, V> {
         snapshot: bool,
         serial: u64,
         name: Option<std::sync::Arc<str>>,
-        correction: Option<std::sync::Arc<crate::removal::Correction>>,
+        correction: Option<std::sync::Arc<crate::conflate::common::removal::Correction>>,
     ) -> Arc<CellRx>
     where
         K: Eq + Clone,

@@ -25,7 +25,7 @@
 //! so (`stripes.rs`), which takes the two read-modify-writes per send on this
 //! line off the send path.
 
-use crate::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
+use crate::conflate::common::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 const RECEIVER_MASK: u64 = (1 << 21) - 1;

@@ -30,7 +30,7 @@
 
 use super::barrier;
 use super::state::HubState;
-use crate::hub_word::HubWord;
+use crate::conflate::common::hub_word::HubWord;
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 /// One accepted send in a stripe's count.

@@ -11,8 +11,8 @@
 use super::cell_rx::CellRx;
 use super::core::RxCore;
 use super::shared::Shared;
-use crate::hub_word::HubWord;
-use crate::stats::ReceiverStats;
+use crate::conflate::common::hub_word::HubWord;
+use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::Arc;
 use std::fmt;
 
