@@ -2,7 +2,7 @@
 //! table and tombstones; a receiver's filter, merge, bound and snapshot, and
 //! which kind of receiver `build` registers (cell or own-value).
 
-use super::cell_rx::CellLocal;
+use super::cell_local::CellLocal;
 use super::core::RxCore;
 use super::hub::Hub;
 use super::receiver::{Kind, Receiver};

@@ -2,12 +2,13 @@
 //! (`hub.rs`, `builder.rs`, `sender.rs`, `receiver.rs`, `watch.rs`), what
 //! every handle shares (`shared.rs`, `state.rs`, `registry.rs`), the sends in
 //! flight (`stripes.rs`, `barrier.rs`), the hub's per-key cells and the cell
-//! receivers' queues (`cells/`, `lock.rs`, `cell_rx.rs`, `queue.rs`), and the
+//! receivers' queues (`cells/`, `lock.rs`, `cell_rx.rs`, `cell_local.rs`, `queue/`), and the
 //! receivers with their own values (`core.rs`, `slab.rs`, `tickets.rs`).
 //! `docs/design.md`, "Conflate: the design", argues each protocol.
 
 mod barrier;
 mod builder;
+mod cell_local;
 mod cell_rx;
 mod cells;
 mod core;

@@ -6,7 +6,8 @@
 //! an **own-value receiver** (a key filter, its own merge, `max_pending`, or
 //! a hub with its own merge: `core.rs`) keeps its pending values itself.
 
-use super::cell_rx::{CellLocal, CellRx};
+use super::cell_local::CellLocal;
+use super::cell_rx::CellRx;
 use super::core::{Local, RxCore};
 use super::shared::Shared;
 use super::watch::{ReceiverWatch, Target};

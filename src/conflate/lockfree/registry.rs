@@ -30,7 +30,7 @@
 //! count of every listed receiver, so publishing a change writes no receiver's
 //! cache line.
 
-use super::cell_rx::CellRx;
+use super::cell_rx::{CellRx, RxId};
 use super::core::RxCore;
 use crate::sync::{Arc, AtomicPtr, AtomicUsize, Ordering};
 use std::collections::HashMap;
@@ -359,9 +359,6 @@ pub(crate) fn new<K, V>() -> (Registry<K, V>, Writer<K, V>) {
     };
     (registry, writer)
 }
-
-/// Where a cell receiver is registered, to pass to its constructor.
-pub(crate) type RxId = u32;
 
 impl<K, V> Writer<K, V> {
     pub(crate) fn register_own(&mut self, registry: &Registry<K, V>, core: &Arc<RxCore<K, V>>) {
