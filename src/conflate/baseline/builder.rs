@@ -10,6 +10,63 @@ use crate::sync::Arc;
 use std::fmt;
 use std::hash::Hash;
 
+/// The hub's builders and receivers: where a hub and a receiver are
+/// configured.
+impl<K, V> Hub<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// A builder for a hub with a merge and/or a state table
+    /// ([`HubBuilder::retain_latest`]). [`Hub::new`] and [`Hub::with_merge`]
+    /// are its two common cases.
+    ///
+    /// ```
+    /// use keybus::baseline::conflate::Hub;
+    ///
+    /// let hub = Hub::builder()
+    ///     .merge(|total: u64, delta: u64| Some(total + delta))
+    ///     .retain_latest()
+    ///     .build();
+    /// let tx = hub.sender();
+    /// tx.send("requests", 3).unwrap(); // no receiver yet: the table keeps it
+    /// tx.send("requests", 4).unwrap();
+    /// assert_eq!(hub.latest(&"requests"), Some(7));
+    ///
+    /// // A late dashboard starts from the table, then follows the live stream.
+    /// let mut dash = hub.receiver_builder().snapshot().build();
+    /// let first = dash.try_recv().unwrap();
+    /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
+    /// ```
+    #[must_use = "a builder does nothing until `build` is called"]
+    pub fn builder() -> HubBuilder<K, V> {
+        HubBuilder {
+            merge: Merge::NewerWins,
+            retain: false,
+            tombstones: Tombstones::default(),
+            keys: std::marker::PhantomData,
+        }
+    }
+
+    /// A receiver for every key with the hub's merge. It starts empty: it sees
+    /// only sends that happen after this call returns. Born closed if the send
+    /// side is already closed. Takes the hub mutex once.
+    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
+    pub fn receiver(&self) -> Receiver<K, V> {
+        self.receiver_builder().build()
+    }
+
+    /// A builder for a receiver with its own key filter and/or merge.
+    /// Allocates nothing until [`ReceiverBuilder::build`].
+    #[must_use = "a builder does nothing until `build` is called"]
+    pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
+        ReceiverBuilder {
+            shared: self.side.shared.clone(),
+            config: ReceiverConfig::default(),
+        }
+    }
+}
+
 /// Builds a [`Hub`]: its merge, and whether it keeps a state table. From
 /// [`Hub::builder`].
 #[must_use = "a builder does nothing until `build` is called"]

@@ -1,12 +1,10 @@
 //! The baseline [`Hub`]: the construction handle, its state-table reads, its
 //! closes and its receiver list.
 
-use super::builder::{HubBuilder, ReceiverBuilder};
-use super::receiver::Receiver;
 use super::sender::{SendSide, Sender};
 use super::shared::Shared;
 use crate::conflate::common::hub_word::HubWord;
-use crate::conflate::common::policy::{Merge, ReceiverConfig};
+use crate::conflate::common::policy::Merge;
 use crate::conflate::common::removal::Tombstones;
 use crate::conflate::common::stats::{HubStats, ReceiverInfo};
 use crate::sync::Arc;
@@ -20,7 +18,7 @@ use std::hash::Hash;
 /// send handle: the send side closes gracefully when every `Hub` clone and every
 /// [`Sender`] is dropped.
 pub struct Hub<K, V> {
-    side: Arc<SendSide<K, V>>,
+    pub(super) side: Arc<SendSide<K, V>>,
 }
 
 impl<K, V> Clone for Hub<K, V> {
@@ -62,7 +60,7 @@ where
     /// A hub whose receivers coalesce with `merge(pending, incoming)`: `Some`
     /// keeps the slot with that value, `None` annihilates it (the key leaves
     /// the queue with no residue). A receiver may override it with
-    /// [`ReceiverBuilder::merge`].
+    /// [`ReceiverBuilder::merge`](super::ReceiverBuilder::merge).
     ///
     /// `merge` runs under the hub mutex on the send path: it must not call back
     /// into this bus (that would deadlock) and should be short. Allocates the
@@ -87,41 +85,10 @@ where
         }
     }
 
-    /// A builder for a hub with a merge and/or a state table
-    /// ([`HubBuilder::retain_latest`]). [`Hub::new`] and [`Hub::with_merge`]
-    /// are its two common cases.
-    ///
-    /// ```
-    /// use keybus::baseline::conflate::Hub;
-    ///
-    /// let hub = Hub::builder()
-    ///     .merge(|total: u64, delta: u64| Some(total + delta))
-    ///     .retain_latest()
-    ///     .build();
-    /// let tx = hub.sender();
-    /// tx.send("requests", 3).unwrap(); // no receiver yet: the table keeps it
-    /// tx.send("requests", 4).unwrap();
-    /// assert_eq!(hub.latest(&"requests"), Some(7));
-    ///
-    /// // A late dashboard starts from the table, then follows the live stream.
-    /// let mut dash = hub.receiver_builder().snapshot().build();
-    /// let first = dash.try_recv().unwrap();
-    /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
-    /// ```
-    #[must_use = "a builder does nothing until `build` is called"]
-    pub fn builder() -> HubBuilder<K, V> {
-        HubBuilder {
-            merge: Merge::NewerWins,
-            retain: false,
-            tombstones: Tombstones::default(),
-            keys: std::marker::PhantomData,
-        }
-    }
-
     /// The state table's value for `key`: the hub's merge of every accepted
     /// send for it since it last entered the table. `None` if the key is not in
     /// the table, or the hub was built without
-    /// [`retain_latest`](HubBuilder::retain_latest).
+    /// [`retain_latest`](super::HubBuilder::retain_latest).
     ///
     /// Takes the hub mutex once (none without a table); one hash, one lookup,
     /// one clone of the value.
@@ -133,7 +100,7 @@ where
     /// The whole state table as of one instant (one hold of the hub mutex), in
     /// the table's first-touch order: a key enters at the back when a send
     /// makes it present, and leaves when the merge returns `None`. Empty
-    /// without [`retain_latest`](HubBuilder::retain_latest).
+    /// without [`retain_latest`](super::HubBuilder::retain_latest).
     ///
     /// Holds the hub mutex for O(keys) clones, which stalls every send
     /// meanwhile; allocates the returned `Vec`.
@@ -159,24 +126,6 @@ where
     pub fn sender(&self) -> Sender<K, V> {
         Sender {
             side: self.side.clone(),
-        }
-    }
-
-    /// A receiver for every key with the hub's merge. It starts empty: it sees
-    /// only sends that happen after this call returns. Born closed if the send
-    /// side is already closed. Takes the hub mutex once.
-    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
-    pub fn receiver(&self) -> Receiver<K, V> {
-        self.receiver_builder().build()
-    }
-
-    /// A builder for a receiver with its own key filter and/or merge.
-    /// Allocates nothing until [`ReceiverBuilder::build`].
-    #[must_use = "a builder does nothing until `build` is called"]
-    pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
-        ReceiverBuilder {
-            shared: self.side.shared.clone(),
-            config: ReceiverConfig::default(),
         }
     }
 }

@@ -1,12 +1,10 @@
 //! The lock-free [`Hub`]: the construction handle, its state-table reads, its
 //! closes and its receiver list.
 
-use super::builder::{HubBuilder, ReceiverBuilder};
-use super::receiver::Receiver;
 use super::sender::Sender;
 use super::shared::Shared;
 use crate::conflate::common::hub_word::HubWord;
-use crate::conflate::common::policy::{Merge, ReceiverConfig};
+use crate::conflate::common::policy::Merge;
 use crate::conflate::common::removal::Tombstones;
 use crate::conflate::common::stats::{HubStats, ReceiverInfo};
 use crate::sync::Arc;
@@ -35,7 +33,7 @@ where
 
     /// A hub whose receivers merge a send into a pending slot with `merge(pending,
     /// incoming)`; `None` annihilates the key. A receiver can override it with
-    /// [`ReceiverBuilder::merge`].
+    /// [`ReceiverBuilder::merge`](super::ReceiverBuilder::merge).
     ///
     /// ```
     /// use keybus::conflate::Hub;
@@ -61,41 +59,10 @@ where
         }
     }
 
-    /// A builder for a hub with a merge and/or a state table
-    /// ([`HubBuilder::retain_latest`]). [`Hub::new`] and [`Hub::with_merge`]
-    /// are its two common cases.
-    ///
-    /// ```
-    /// use keybus::conflate::Hub;
-    ///
-    /// let hub = Hub::builder()
-    ///     .merge(|total: u64, delta: u64| Some(total + delta))
-    ///     .retain_latest()
-    ///     .build();
-    /// let tx = hub.sender();
-    /// tx.send("requests", 3).unwrap(); // no receiver yet: the table keeps it
-    /// tx.send("requests", 4).unwrap();
-    /// assert_eq!(hub.latest(&"requests"), Some(7));
-    ///
-    /// // A late dashboard starts from the table, then follows the live stream.
-    /// let mut dash = hub.receiver_builder().snapshot().build();
-    /// let first = dash.try_recv().unwrap();
-    /// assert_eq!((first.key, first.value, first.sends), ("requests", 7, 0));
-    /// ```
-    #[must_use = "a builder does nothing until `build` is called"]
-    pub fn builder() -> HubBuilder<K, V> {
-        HubBuilder {
-            merge: Merge::NewerWins,
-            retain: false,
-            tombstones: Tombstones::default(),
-            keys: std::marker::PhantomData,
-        }
-    }
-
     /// The state table's value for `key`: the hub's merge of every accepted
     /// send for it since it last entered the table. `None` if the key is not in
     /// the table, or the hub was built without
-    /// [`retain_latest`](HubBuilder::retain_latest).
+    /// [`retain_latest`](super::HubBuilder::retain_latest).
     ///
     /// One hash, one cell-shard lock (the lock a send for a key of that shard
     /// takes for its table update), one clone of the value; never waits for
@@ -116,7 +83,7 @@ where
     /// The whole state table as of one instant, in its first-touch order: a
     /// key enters at the back when a send makes it present, and leaves when the
     /// hub's merge returns `None`. Empty without
-    /// [`retain_latest`](HubBuilder::retain_latest).
+    /// [`retain_latest`](super::HubBuilder::retain_latest).
     ///
     /// Locks every cell shard (in a fixed order) before copying, so sends for
     /// any key wait for O(keys) clones; allocates the returned `Vec` and sorts
@@ -159,22 +126,6 @@ where
         self.shared.acquire_handle();
         Sender {
             shared: self.shared.clone(),
-        }
-    }
-
-    /// A receiver of every key with the hub's merge. It starts empty. Takes a
-    /// registry lock that sends never take.
-    #[must_use = "a receiver is registered at once and deregistered when dropped; keep it to receive"]
-    pub fn receiver(&self) -> Receiver<K, V> {
-        self.receiver_builder().build()
-    }
-
-    /// Configures a receiver: a key filter and/or its own merge.
-    #[must_use = "a builder does nothing until `build` is called"]
-    pub fn receiver_builder(&self) -> ReceiverBuilder<K, V> {
-        ReceiverBuilder {
-            shared: self.shared.clone(),
-            config: ReceiverConfig::default(),
         }
     }
 
