@@ -192,7 +192,7 @@
 //! stalled there (a slow or blocked `clone`, a preempted thread) never holds up
 //! the writer: its node is set aside and the writer takes another, allocating
 //! one if needed. `k` stalled reads thus add at most `k` nodes, however many
-//! appends run meanwhile (tested in `src/broadcast/tests.rs`). Nodes are freed
+//! appends run meanwhile (tested in `src/broadcast/lockfree/tests.rs`). Nodes are freed
 //! when the ring is; readers otherwise cost nothing in the buffer (a `Reader` is
 //! a handle, a cursor and the parking state of its `Stream` form). Details:
 //! docs/design.md, section Broadcast.
