@@ -28,8 +28,8 @@
 //!
 //! # Design
 //!
-//! A preallocated ring of `capacity` slots with `head`, `count` and `revision`
-//! under one mutex: an append writes slot `(head + count) % capacity` and, once
+//! A preallocated ring of `capacity` places with `head`, `count` and `revision`
+//! under one mutex: an append writes place `(head + count) % capacity` and, once
 //! full, advances `head` (constant-time replacement). Reads validate the cursor,
 //! clone the wanted entries and decide `Closed`/`Empty` under the same lock, so
 //! every answer describes one instant. Wake-ups go through one notifier, signalled
@@ -60,7 +60,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 struct State<T> {
-    /// Preallocated; `None` only before the slot's first append.
+    /// Preallocated; `None` only before the place's first append.
     ring: Box<[Option<T>]>,
     /// Index of the oldest retained entry.
     head: usize,
@@ -99,7 +99,7 @@ impl<T> State<T> {
         let offset = (revision - self.floor() - 1) as usize;
         self.ring[(self.head + offset) % self.ring.len()]
             .as_ref()
-            .expect("retained slots are filled")
+            .expect("retained places are filled")
     }
 
     /// Stores `value` as the next revision; returns it and the value it evicted.

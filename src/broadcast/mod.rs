@@ -71,7 +71,7 @@
 //! # Gaps
 //!
 //! A reader is never blocked and never blocks the writer, so a slow reader can be
-//! lapped. A read that finds its cursor behind retention (or finds the slot it is
+//! lapped. A read that finds its cursor behind retention (or finds the place it is
 //! copying rewritten under it) answers `Gap { after, oldest }`, where `oldest` is
 //! the oldest revision retained at that moment. It never returns a torn value or a
 //! value under the wrong revision. A [`Reader`] reports a gap once and moves its
@@ -173,7 +173,7 @@
 //! # Thread safety
 //!
 //! `Buffer<T>` is a cheap `Clone` handle, `Send + Sync`; `Reader<T>` is `Send`.
-//! Reads take no lock: each checks the committed tail and then each slot's
+//! Reads take no lock: each checks the committed tail and then each place's
 //! sequence stamp around its copy (a seqlock). Appends serialize on a lock bit in
 //! the ring's state word (the word that also holds the tail), which readers never
 //! take, so an append waits only for another append (spinning, then yielding),
@@ -183,10 +183,10 @@
 //!
 //! # Memory
 //!
-//! `capacity + 1` slots, each a sequence stamp and a pointer to a value node (the
+//! `capacity + 1` places, each a sequence stamp and a pointer to a value node (the
 //! value and a pin count); the node an append evicts is recycled by a later
 //! append once no read has it pinned. Without a read in progress the ring holds
-//! `capacity + 2` values (the extra slot holds the just-evicted revision, so an
+//! `capacity + 2` values (the extra place holds the just-evicted revision, so an
 //! append in progress never disturbs a retained one; one more node waits to be
 //! recycled). A read pins one node at a time, for one entry's `T::clone`. A read
 //! stalled there (a slow or blocked `clone`, a preempted thread) never holds up
@@ -220,7 +220,7 @@
 //! # What the loom models check, and what they cannot
 //!
 //! `loom-tests/tests/broadcast.rs` explores every interleaving (to a preemption
-//! bound) of: a read against an overwrite of the same slot, a read against the
+//! bound) of: a read against an overwrite of the same place, a read against the
 //! recycling of the node it is cloning, two readers against recycling, the
 //! `a - 1` boundary while an append evicts, close against a draining read, park
 //! against wake (also two parked readers against two appends, and a parked
@@ -228,7 +228,7 @@
 //! panic under the lock bit. Under loom every primitive of the
 //! protocol is loom's (stamps, node pointers, pin counts, the state word,
 //! wake-ups, and the value cells, whose accesses loom checks for
-//! races), so the slot protocol and its reclamation are checked as written. What
+//! races), so the place protocol and its reclamation are checked as written. What
 //! the models cannot reach (long runs, many stalled readers, node counts) is
 //! covered by the unit tests, also under Miri.
 //!

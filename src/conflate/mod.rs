@@ -44,7 +44,7 @@
 //!   first, then take your snapshot of the producer's state, or let the hub keep
 //!   the state and build a snapshot receiver (below). A send with no live
 //!   receiver (and no state table) returns `Ok(())` after one atomic load and
-//!   one count in a slot its thread owns.
+//!   one count in a stripe its thread owns.
 //! - **[`Receiver::try_recv_all`] is one cut**: everything pending as of one
 //!   instant, in queue order, one entry per key.
 //!   [`Receiver::try_recv_all_into`] appends the same cut to a `Vec` of the

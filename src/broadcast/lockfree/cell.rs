@@ -1,8 +1,8 @@
-//! A ring slot's value cell: a pointer to a pinnable node (docs/design.md,
-//! section Broadcast: slot protocol and reclamation).
+//! A ring place's value cell: a pointer to a pinnable node (docs/design.md,
+//! "Broadcast: place protocol" and "Broadcast: reclamation").
 //!
-//! Each value lives in a [`Node`] next to a pin count. A slot's [`SlotCell`]
-//! points at the node of the revision the slot holds. A reader *pins* the node it
+//! Each value lives in a [`Node`] next to a pin count. A place's [`PlaceCell`]
+//! points at the node of the revision the place holds. A reader *pins* the node it
 //! is about to clone (one read-modify-write on the node's own count) and unpins it
 //! when the clone is done; the writer reuses an evicted node only after a
 //! compare-and-swap on that count finds no pin (see `pool.rs`), and otherwise
@@ -12,8 +12,8 @@
 //! Nodes are type-stable: once allocated, a node is freed only when the ring is
 //! dropped (no reader can exist then: every reader holds the ring). A reader may
 //! therefore touch the pin count of a node that was evicted and recycled since it
-//! loaded the pointer; the slot's stamp re-check tells it so, and it then never
-//! touches the value (the argument is on [`Slot::read_with`](super::slot)).
+//! loaded the pointer; the place's stamp re-check tells it so, and it then never
+//! touches the value (the argument is on [`Place::read_with`](super::place)).
 
 use crate::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use std::marker::PhantomData;
@@ -49,11 +49,11 @@ impl<T> Node<T> {
     ///   happens before the writer overwrites or drops its value.
     /// - Release: a pin ordered after the claim reads from it (or from a later
     ///   read-modify-write in its release sequence) and so synchronizes with it: the
-    ///   slot's writing mark that evicted this node (stored before the claim)
+    ///   place's writing mark that evicted this node (stored before the claim)
     ///   happens before that reader's stamp re-check, which therefore fails and the
     ///   reader never touches the value.
     ///
-    /// Precondition: the caller holds the writer lock and the node is in no slot.
+    /// Precondition: the caller holds the writer lock and the node is in no place.
     pub(super) fn claim_while_locked(&self) -> bool {
         self.pins
             .compare_exchange(0, 0, Ordering::AcqRel, Ordering::Relaxed)
@@ -72,7 +72,7 @@ impl<T> Node<T> {
     ///
     /// The caller holds the writer lock and claimed the node
     /// ([`claim_while_locked`](Self::claim_while_locked) returned `true`) after it
-    /// left its slot, and has not published it in a slot since: no reader will
+    /// left its place, and has not published it in a place since: no reader will
     /// read the value until the node is published again.
     pub(super) unsafe fn replace_while_claimed(&self, value: T) -> T {
         // SAFETY: exclusive access by the caller's contract: the claim ordered
@@ -86,16 +86,16 @@ impl<T> Node<T> {
 ///
 /// # Safety
 ///
-/// `node` came from [`Node::alloc`], is in no slot and no pool, and no read can
+/// `node` came from [`Node::alloc`], is in no place and no pool, and no read can
 /// reach it (the ring is being dropped, so no reader exists).
 pub(super) unsafe fn free<T>(node: NonNull<Node<T>>) {
     // SAFETY: allocated by `Box` in `Node::alloc`; unreachable by the contract.
     drop(unsafe { Box::from_raw(node.as_ptr()) });
 }
 
-/// The pointer half of a slot: the node of the revision the slot holds (null
-/// before the slot's first write). Owns that node.
-pub(super) struct SlotCell<T> {
+/// The pointer half of a place: the node of the revision the place holds (null
+/// before the place's first write). Owns that node.
+pub(super) struct PlaceCell<T> {
     node: AtomicPtr<Node<T>>,
     /// Owns a `T` (in the node) for auto traits and drop check: the ring is
     /// `Send`/`Sync` only for `T: Send + Sync` (values move in on the appending
@@ -110,22 +110,22 @@ pub(super) struct Pinned<'a, T> {
     node: &'a Node<T>,
 }
 
-impl<T> SlotCell<T> {
+impl<T> PlaceCell<T> {
     pub(super) fn empty() -> Self {
-        SlotCell {
+        PlaceCell {
             node: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
         }
     }
 
-    /// Pins the node the slot points at now, or `None` before its first write.
+    /// Pins the node the place points at now, or `None` before its first write.
     /// Lock-free: one load and one read-modify-write on the node.
     ///
     /// The pinned node may already be evicted (or recycled for a later revision):
-    /// the caller must re-check the slot's stamp before reading the value.
+    /// the caller must re-check the place's stamp before reading the value.
     pub(super) fn pin(&self) -> Option<Pinned<'_, T>> {
         // Acquire pairs with `publish_while_locked`'s Release store: the node's
-        // contents and the slot's writing mark stored before it are visible.
+        // contents and the place's writing mark stored before it are visible.
         let node = NonNull::new(self.node.load(Ordering::Acquire))?;
         // SAFETY: nodes are freed only when the ring drops, and the caller
         // borrows the ring; the node may be stale but is allocated.
@@ -137,14 +137,14 @@ impl<T> SlotCell<T> {
         Some(Pinned { node })
     }
 
-    /// Points the slot at `node` and returns the node it pointed at (now evicted,
+    /// Points the place at `node` and returns the node it pointed at (now evicted,
     /// still holding its value, possibly pinned by a read in progress).
     ///
     /// Release pairs with [`pin`](Self::pin)'s Acquire load: a reader that loads
-    /// `node` sees its value and the slot's writing mark stored before this call.
+    /// `node` sees its value and the place's writing mark stored before this call.
     ///
     /// Precondition: the caller holds the writer lock (the only writer of the
-    /// pointer) and stored the slot's writing mark just before.
+    /// pointer) and stored the place's writing mark just before.
     pub(super) fn publish_while_locked(&self, node: NonNull<Node<T>>) -> Option<NonNull<Node<T>>> {
         // Relaxed: only the writer stores the pointer, under the lock.
         let old = self.node.load(Ordering::Relaxed);
@@ -155,13 +155,13 @@ impl<T> SlotCell<T> {
     /// Runs `f` on the current value, for the writer's own use.
     ///
     /// Precondition: the caller holds the writer lock, so no append changes the
-    /// slot or rewrites its node during `f`.
+    /// place or rewrites its node during `f`.
     pub(super) fn with_value_while_locked<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
         // Relaxed: only the writer stores the pointer, under the lock.
         match NonNull::new(self.node.load(Ordering::Relaxed)) {
             None => f(None),
-            // SAFETY: the node in a slot is allocated and only the writer
-            // rewrites values, never while the node is in a slot; readers only
+            // SAFETY: the node in a place is allocated and only the writer
+            // rewrites values, never while the node is in a place; readers only
             // read it too.
             Some(node) => unsafe { node.as_ref() }.value.with(|p| {
                 // SAFETY: as above: no one writes the value meanwhile.
@@ -171,7 +171,7 @@ impl<T> SlotCell<T> {
     }
 }
 
-impl<T> Drop for SlotCell<T> {
+impl<T> Drop for PlaceCell<T> {
     fn drop(&mut self) {
         if let Some(node) = NonNull::new(self.node.load(Ordering::Relaxed)) {
             // SAFETY: the cell owns its node; `&mut self` means the ring is being
@@ -186,9 +186,9 @@ impl<T> Pinned<'_, T> {
     ///
     /// # Safety
     ///
-    /// After [`SlotCell::pin`], the caller re-checked the slot's stamp and found
+    /// After [`PlaceCell::pin`], the caller re-checked the place's stamp and found
     /// it equal to the committed stamp it loaded before pinning.
-    /// (`Slot::read_with` is the one caller.)
+    /// (`Place::read_with` is the one caller.)
     pub(super) unsafe fn with_value<R>(&self, f: impl FnOnce(&T) -> R) -> R {
         // SAFETY: the unchanged stamp proves the pin was ordered before any claim
         // of this node (a pin after a claim sees the eviction's writing mark), and

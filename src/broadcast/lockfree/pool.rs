@@ -18,7 +18,7 @@
 //! # Memory bound
 //!
 //! With no read in progress on an evicted node, the ring holds `capacity + 2`
-//! nodes (`capacity + 1` slots and the one node evicted by the last append). A
+//! nodes (`capacity + 1` places and the one node evicted by the last append). A
 //! read pins one node at a time. Each failed claim moves a pinned node to `held`,
 //! where it stays while pinned; each allocation past the first `capacity + 2`
 //! follows at least one failed claim. So `k` reads stalled on evicted nodes (for
@@ -38,7 +38,7 @@ pub(super) const CLAIM_TRIES: usize = 2;
 pub(super) struct Pool<T> {
     free: VecDeque<NonNull<Node<T>>>,
     held: VecDeque<NonNull<Node<T>>>,
-    /// Nodes allocated so far (in slots, `free` and `held`).
+    /// Nodes allocated so far (in places, `free` and `held`).
     nodes: usize,
 }
 
@@ -64,7 +64,7 @@ impl<T> Pool<T> {
         self.nodes
     }
 
-    /// A node holding `value`, not in any slot, ready to publish; and the value
+    /// A node holding `value`, not in any place, ready to publish; and the value
     /// the node held before, if it was recycled (to be dropped by the caller
     /// after the writer lock is released).
     ///
@@ -85,7 +85,7 @@ impl<T> Pool<T> {
             // SAFETY: pooled nodes are allocated until the pool drops.
             let n = unsafe { node.as_ref() };
             if n.claim_while_locked() {
-                // SAFETY: claimed under the writer lock, in no slot (it is in
+                // SAFETY: claimed under the writer lock, in no place (it is in
                 // the pool) and not published until the caller does so.
                 let old = unsafe { n.replace_while_claimed(value) };
                 return (node, Some(old));
@@ -96,9 +96,9 @@ impl<T> Pool<T> {
         (Node::alloc(value), None)
     }
 
-    /// Takes back a node just evicted from its slot.
+    /// Takes back a node just evicted from its place.
     ///
-    /// Precondition: the caller holds the writer lock and stored the slot's
+    /// Precondition: the caller holds the writer lock and stored the place's
     /// writing mark before unpublishing the node.
     pub(super) fn retire(&mut self, node: NonNull<Node<T>>) {
         self.free.push_back(node);

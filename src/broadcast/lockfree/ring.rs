@@ -1,4 +1,4 @@
-//! The shared state behind every `Buffer` handle and `Reader`: the slots, the
+//! The shared state behind every `Buffer` handle and `Reader`: the places, the
 //! state word (committed tail, writer lock, close flag, parking flag), the
 //! writer's node pool and the wake-up notifier.
 //!
@@ -32,7 +32,7 @@
 //! fence is needed on either side.
 
 use super::pool::Pool;
-use super::slot::{Slot, SlotRead};
+use super::place::{Place, PlaceRead};
 use crate::sync::{spin_wait, AtomicU64, AtomicUsize, Notify, Ordering, UnsafeCell};
 use crate::{AppendError, Entry, ReadError};
 use std::fmt;
@@ -47,19 +47,19 @@ const CLOSED: u64 = 4;
 const SHIFT: u32 = 3;
 
 pub(super) struct Ring<T> {
-    /// `capacity + 1` slots; revision `r` lives in `slots[r % (capacity + 1)]`.
+    /// `capacity + 1` places; revision `r` lives in `places[r % (capacity + 1)]`.
     ///
-    /// The extra slot means an append in progress only ever rewrites a slot whose
+    /// The extra place means an append in progress only ever rewrites a place whose
     /// revision is already outside retention (`r - capacity - 1` when writing `r`).
     /// The logical eviction of `r - capacity` therefore happens exactly at the
     /// commit of `r` (the publishing swap), so the tail alone decides `Gap` at the
     /// `a - 1` boundary, just as the one-mutex baseline does.
-    slots: Box<[Slot<T>]>,
+    places: Box<[Place<T>]>,
     capacity: u64,
     /// The state word (see the module docs). Release-swapped by the append that
-    /// committed the tail in it, after its slot's commit stamp; Acquire-loaded by
-    /// readers, so every revision up to the loaded tail is committed in its slot
-    /// (or already overwritten by a later one, which the slot's stamp reveals).
+    /// committed the tail in it, after its place's commit stamp; Acquire-loaded by
+    /// readers, so every revision up to the loaded tail is committed in its place
+    /// (or already overwritten by a later one, which the place's stamp reveals).
     state: AtomicU64,
     /// `Buffer` handles alive (readers do not count): the last one to drop closes
     /// the ring, since nothing can ever be appended again.
@@ -74,7 +74,7 @@ pub(super) struct Ring<T> {
 // SAFETY: `pool` is only touched by the thread that holds the `LOCKED` bit
 // (acquired with Acquire, released with Release, so accesses are ordered), which
 // is what `Mutex<Pool<T>>` would give, and that is `Sync` for `T: Send`. Values
-// are cloned through `&T` on reading threads, hence `T: Sync` too (the slots
+// are cloned through `&T` on reading threads, hence `T: Sync` too (the places
 // already require it).
 unsafe impl<T: Send + Sync> Sync for Ring<T> {}
 
@@ -97,7 +97,7 @@ impl<T> Locked<'_, T> {
     /// Publishes `revision` as the tail and releases the lock; returns whether a
     /// reader announced it may park (then the caller notifies).
     ///
-    /// AcqRel: Release pairs with readers' Acquire loads of the state (the slot's
+    /// AcqRel: Release pairs with readers' Acquire loads of the state (the place's
     /// commit stamp and node are visible to whoever sees the tail) and with the
     /// next locker's Acquire; Acquire pairs with a reader's Release `fetch_or`
     /// of `PARKING`, so the listener it registered before is visible to the
@@ -124,9 +124,9 @@ impl<T> Ring<T> {
             capacity > 0,
             "broadcast::Buffer capacity must be at least 1"
         );
-        let slots = (0..=capacity).map(|_| Slot::new()).collect();
+        let places = (0..=capacity).map(|_| Place::new()).collect();
         Ring {
-            slots,
+            places,
             capacity: capacity as u64,
             state: AtomicU64::new(0),
             handles: AtomicUsize::new(1),
@@ -144,12 +144,12 @@ impl<T> Ring<T> {
         self.generation
     }
 
-    fn slot(&self, revision: u64) -> &Slot<T> {
-        &self.slots[(revision % (self.capacity + 1)) as usize]
+    fn place(&self, revision: u64) -> &Place<T> {
+        &self.places[(revision % (self.capacity + 1)) as usize]
     }
 
     /// The state word. Acquire pairs with the publishing swap (and `close`):
-    /// revisions up to the tail in it are committed in their slots.
+    /// revisions up to the tail in it are committed in their places.
     fn load_state(&self) -> u64 {
         self.state.load(Ordering::Acquire)
     }
@@ -186,7 +186,7 @@ impl<T> Ring<T> {
                 return false;
             }
             // Acquire pairs with the previous holder's Release (publishing swap,
-            // `close`, or an unpublished release): its slot writes and pool
+            // `close`, or an unpublished release): its place writes and pool
             // changes happen before ours.
             match self.state.compare_exchange(
                 cur,
@@ -235,7 +235,7 @@ impl<T> Ring<T> {
         // leaves the ring as it was (dropping `locked` releases the lock).
         if latest > 0
             && self
-                .slot(latest)
+                .place(latest)
                 .with_value_while_locked(|prev| prev == Some(&value))
         {
             return Ok(latest);
@@ -248,7 +248,7 @@ impl<T> Ring<T> {
         Ok(revision)
     }
 
-    /// Writes `value` into the next revision's slot (committed in its stamp; the
+    /// Writes `value` into the next revision's place (committed in its stamp; the
     /// caller then publishes the tail). What it returns (the value of a recycled
     /// node, long evicted) is dropped by the caller after the lock is released, so
     /// no user `Drop` runs inside the critical section (and nothing in it can
@@ -259,7 +259,7 @@ impl<T> Ring<T> {
             // A claimed evicted node, or a fresh one when every node tried is
             // pinned by a read in progress: never a wait.
             let (node, retired) = pool.take(value);
-            if let Some(evicted) = self.slot(revision).write_while_locked(revision, node) {
+            if let Some(evicted) = self.place(revision).write_while_locked(revision, node) {
                 pool.retire(evicted);
             }
             (revision, retired)
@@ -318,7 +318,7 @@ impl<T> Ring<T> {
         self.tail().saturating_sub(self.capacity)
     }
 
-    /// The oldest retained revision once a reader found a slot overwritten by
+    /// The oldest retained revision once a reader found a place overwritten by
     /// revision `by` (committed or being written). Appends are serialized, so
     /// writing `by` began after `by - 1` committed: retention starts at
     /// `by - capacity` or later.
@@ -358,22 +358,22 @@ impl<T> Ring<T> {
         let end = tail.min(after.saturating_add(limit as u64));
         let mut read = 0;
         for revision in after + 1..=end {
-            match self.slot(revision).read(revision) {
-                SlotRead::Value(value) => {
+            match self.place(revision).read(revision) {
+                PlaceRead::Value(value) => {
                     sink(Entry { revision, value });
                     read += 1;
                 }
-                SlotRead::Overwritten { by } if read == 0 => {
+                PlaceRead::Overwritten { by } if read == 0 => {
                     return Some(Err(ReadError::Gap {
                         after,
                         oldest: self.oldest_after_overwrite(by),
                     }));
                 }
-                SlotRead::Overwritten { .. } => break,
-                // The tail is published after its slot's commit stamp (both
+                PlaceRead::Overwritten { .. } => break,
+                // The tail is published after its place's commit stamp (both
                 // Release, read with Acquire), so every revision up to it is
                 // committed or overwritten.
-                SlotRead::NotWritten => {
+                PlaceRead::NotWritten => {
                     unreachable!("revision {revision} <= tail {tail} not committed")
                 }
             }
@@ -390,15 +390,15 @@ impl<T> Ring<T> {
             if revision == 0 {
                 return None;
             }
-            match self.slot(revision).read(revision) {
-                SlotRead::Value(value) => return Some(Entry { revision, value }),
-                // The writer lapped this slot since the tail load. The stamp that
+            match self.place(revision).read(revision) {
+                PlaceRead::Value(value) => return Some(Entry { revision, value }),
+                // The writer lapped this place since the tail load. The stamp that
                 // says so was Release-stored after a newer tail, and the reader
                 // Acquire-loaded it, so the next tail load is newer: only a writer
                 // lapping the whole ring on every turn keeps this loop going
                 // (lock-free, not wait-free).
-                SlotRead::Overwritten { .. } => {}
-                SlotRead::NotWritten => unreachable!("revision {revision} = tail not committed"),
+                PlaceRead::Overwritten { .. } => {}
+                PlaceRead::NotWritten => unreachable!("revision {revision} = tail not committed"),
             }
         }
     }
@@ -411,11 +411,11 @@ impl<T> Ring<T> {
         let first = tail.saturating_sub(self.capacity) + 1;
         let mut out = Vec::with_capacity((tail + 1 - first) as usize);
         for revision in first..=tail {
-            match self.slot(revision).read(revision) {
-                SlotRead::Value(value) => out.push(Entry { revision, value }),
+            match self.place(revision).read(revision) {
+                PlaceRead::Value(value) => out.push(Entry { revision, value }),
                 // Evicted while we copied: everything older is evicted too.
-                SlotRead::Overwritten { .. } => out.clear(),
-                SlotRead::NotWritten => unreachable!("revision {revision} <= tail not committed"),
+                PlaceRead::Overwritten { .. } => out.clear(),
+                PlaceRead::NotWritten => unreachable!("revision {revision} <= tail not committed"),
             }
         }
         out

@@ -1,38 +1,38 @@
-//! The per-slot sequence stamp: which revision a ring slot holds, and whether it
+//! The per-place sequence stamp: which revision a ring place holds, and whether it
 //! is being rewritten.
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// A slot's sequence stamp, classic seqlock style: even = committed, odd = being
+/// A place's sequence stamp, classic seqlock style: even = committed, odd = being
 /// written.
 ///
 /// Encoding (one `u64`):
 ///
 /// ```text
-/// 2r      the slot holds revision r, fully written (r = 0: nothing written yet)
-/// 2r - 1  an append has claimed the slot for revision r and may be replacing its
+/// 2r      the place holds revision r, fully written (r = 0: nothing written yet)
+/// 2r - 1  an append has claimed the place for revision r and may be replacing its
 ///         node; a reader that sees it, or sees the stamp change across its
 ///         read, discards what it read
 /// ```
 ///
-/// Per slot the stamp only grows: committed(r) < writing(r + cap + 1) <
+/// Per place the stamp only grows: committed(r) < writing(r + cap + 1) <
 /// committed(r + cap + 1). Equal stamps around a read therefore mean no append
-/// touched the slot in between: there is no ABA. Revisions stay below 2^63, far
+/// touched the place in between: there is no ABA. Revisions stay below 2^63, far
 /// beyond any run (2^63 appends at 1 ns each take 292 years).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Stamp(u64);
 
 impl Stamp {
-    /// The initial state of every slot: revision 0, nothing to read.
+    /// The initial state of every place: revision 0, nothing to read.
     pub(super) const EMPTY: Stamp = Stamp(0);
 
-    /// The slot holds `revision`, fully written.
+    /// The place holds `revision`, fully written.
     pub(super) fn committed(revision: u64) -> Stamp {
         debug_assert!(revision < 1 << 63, "revision counter exhausted");
         Stamp(revision << 1)
     }
 
-    /// The slot is being rewritten to hold `revision` (`revision >= 1`).
+    /// The place is being rewritten to hold `revision` (`revision >= 1`).
     pub(super) fn writing(revision: u64) -> Stamp {
         debug_assert!((1..1 << 63).contains(&revision));
         Stamp((revision << 1) - 1)
@@ -45,7 +45,7 @@ impl Stamp {
 }
 
 /// The atomic cell of a [`Stamp`]. One method per transition; the names carry the
-/// ordering role each plays in the slot protocol (see `slot.rs`).
+/// ordering role each plays in the place protocol (see `place.rs`).
 pub(super) struct AtomicStamp(AtomicU64);
 
 impl AtomicStamp {
@@ -64,7 +64,7 @@ impl AtomicStamp {
     /// A reader's re-check, after it pinned the node. What it must see (a
     /// writing mark stored before the node it loaded, or before a claim its pin
     /// synchronized with) reaches it through those Acquire operations (see
-    /// `slot.rs`); Acquire here adds progress: a reader
+    /// `place.rs`); Acquire here adds progress: a reader
     /// that sees a newer stamp (both transitions are Release stores) also sees the
     /// tail that append's predecessor published, so a retry finds a newer tail
     /// instead of spinning on a stale one.
@@ -72,7 +72,7 @@ impl AtomicStamp {
         Stamp(self.0.load(Ordering::Acquire))
     }
 
-    /// The writer claims the slot for `revision`. The caller's Release store of
+    /// The writer claims the place for `revision`. The caller's Release store of
     /// the new node right after it orders it before the node change (what a
     /// reader must be able to detect). Release on the store itself pairs with the readers'
     /// Acquire stamp loads: a reader that sees the mark also sees the previous
@@ -84,10 +84,10 @@ impl AtomicStamp {
         self.0.store(Stamp::writing(revision).0, Ordering::Release);
     }
 
-    /// The writer publishes the slot's new value as `revision`. Release pairs with
+    /// The writer publishes the place's new value as `revision`. Release pairs with
     /// [`load_before_read`](Self::load_before_read)'s Acquire.
     ///
-    /// Precondition: the caller holds the writer lock and marked the slot writing
+    /// Precondition: the caller holds the writer lock and marked the place writing
     /// for this `revision`.
     pub(super) fn commit_while_locked(&self, revision: u64) {
         self.0

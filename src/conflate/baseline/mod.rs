@@ -151,7 +151,7 @@
 //! # Performance
 //!
 //! - A send with no live receiver (and no state table): one atomic load and
-//!   one count in a slot its thread owns; no lock, no hashing.
+//!   one count in a stripe its thread owns; no lock, no hashing.
 //! - With a state table every send takes the hub mutex, receivers or not, for
 //!   one more lookup and merge.
 //! - Otherwise: one hash per send, then the hub mutex for the whole fan-out:

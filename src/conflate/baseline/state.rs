@@ -18,11 +18,11 @@ pub(super) struct HubState(AtomicU64);
 
 /// One observed value of the [`HubState`] word.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) struct Snapshot(u64);
+pub(super) struct Word(u64);
 
 const RECEIVER_MASK: u64 = HUB_CLOSED - 1;
 
-impl HubWord for Snapshot {
+impl HubWord for Word {
     const RECEIVER_MASK: u64 = RECEIVER_MASK;
 
     #[inline]
@@ -30,8 +30,6 @@ impl HubWord for Snapshot {
         self.0
     }
 }
-
-impl Snapshot {}
 
 impl HubState {
     pub(super) fn new() -> Self {
@@ -45,14 +43,14 @@ impl HubState {
     /// or deregistering thread did before that transition, as with any channel.
     /// Correctness of the bus itself does not hang on it: every answer other than
     /// those two is re-decided under the mutex.
-    pub(super) fn load(&self) -> Snapshot {
-        Snapshot(self.0.load(Ordering::Acquire))
+    pub(super) fn load(&self) -> Word {
+        Word(self.0.load(Ordering::Acquire))
     }
 
     /// A read by a thread holding the hub mutex. Relaxed is enough: every write
     /// happens under that mutex, whose acquisition orders them before this read.
-    pub(super) fn load_locked(&self) -> Snapshot {
-        Snapshot(self.0.load(Ordering::Relaxed))
+    pub(super) fn load_locked(&self) -> Word {
+        Word(self.0.load(Ordering::Relaxed))
     }
 
     /// One more live receiver. Caller holds the hub mutex and saw the send side
@@ -70,7 +68,7 @@ impl HubState {
     /// Graceful close. Caller holds the hub mutex. Returns whether this call closed
     /// the send side (false: it was already closed, by either kind).
     pub(super) fn close_send_locked(&self) -> bool {
-        let before = Snapshot(self.0.fetch_or(TX_CLOSED, Ordering::Release));
+        let before = Word(self.0.fetch_or(TX_CLOSED, Ordering::Release));
         !before.tx_closed()
     }
 
@@ -78,7 +76,7 @@ impl HubState {
     /// the same critical section, hence the count of zero. Returns whether this
     /// call did it (false: `Hub::close` already ran).
     pub(super) fn close_hub_locked(&self) -> bool {
-        let before = Snapshot(self.0.swap(TX_CLOSED | HUB_CLOSED, Ordering::Release));
+        let before = Word(self.0.swap(TX_CLOSED | HUB_CLOSED, Ordering::Release));
         !before.hub_closed()
     }
 }

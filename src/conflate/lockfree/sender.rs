@@ -69,7 +69,7 @@ where
     /// For a receiver with `key` pending, the value merges into its pending
     /// value (the key keeps its queue position); otherwise the key is appended
     /// at the back. With no live receiver (and no state table) this is one
-    /// atomic load of the hub's state plus a count in a slot its thread owns
+    /// atomic load of the hub's state plus a count in a stripe its thread owns
     /// (no read-modify-write), and returns `Ok(())`.
     ///
     /// Cost: one hash. Receivers of every key with the default merge share

@@ -16,13 +16,14 @@
 //!   [`barrier::heavy`], then loads every stripe and waits until each one that
 //!   was in flight has changed. Dekker: either a send saw the decision, or its
 //!   stripe store is visible here and this waits for it.
-//! - **Slots**: every thread that sends takes a process-wide slot id the first
-//!   time (a free list under a mutex; an exiting thread gives its id back), and
-//!   each hub keeps one stripe per id in lazily allocated chunks of 64. A
+//! - **Thread indices**: every thread that sends takes a process-wide index
+//!   the first time (a free list under a mutex; an exiting thread gives its
+//!   index back), and each hub keeps one stripe per index in lazily allocated
+//!   chunks of 64. A
 //!   per-thread cache of (hub id, stripe pointer) makes the lookup two loads
 //!   and a compare for a thread that sends on one hub over and over. A thread
 //!   past the last chunk, or sending from a thread-local destructor after its
-//!   id went back, uses the hub's *shared* stripe with read-modify-writes.
+//!   index went back, uses the hub's *shared* stripe with read-modify-writes.
 //!
 //! Under loom and shuttle each model thread gets its own stripe in a small
 //! per-hub array (a model thread is not an OS thread, and a model atomic cannot
@@ -43,7 +44,7 @@ const CHUNK: usize = 64;
 #[cfg(not(any(loom, shuttle)))]
 const CHUNKS: usize = 64;
 
-/// One hub's stripes for 64 slot ids.
+/// One hub's stripes for 64 thread indices.
 #[cfg(not(any(loom, shuttle)))]
 struct Chunk([std::sync::atomic::AtomicU64; CHUNK]);
 
@@ -54,7 +55,7 @@ const MODEL_STRIPES: usize = 3;
 
 /// One hub's stripes.
 pub(crate) struct Stripes {
-    /// Unique for the life of the process (see `slot::CACHE`).
+    /// Unique for the life of the process (see `thread_index::CACHE`).
     #[cfg(not(any(loom, shuttle)))]
     id: u64,
     #[cfg(not(any(loom, shuttle)))]
@@ -177,13 +178,13 @@ impl Stripes {
     #[cfg(not(any(loom, shuttle)))]
     #[inline]
     pub(crate) fn mine(&self) -> Stripe<'_> {
-        let (cached, stripe) = slot::CACHE.with(std::cell::Cell::get);
+        let (cached, stripe) = thread_index::CACHE.with(std::cell::Cell::get);
         if cached == self.id {
             // The cache holds `self.id` only if this thread stored it in
             // `lookup`, with a pointer to this thread's stripe in one of
             // `self`'s chunks; ids are never reused, and the chunks are freed
             // only by `drop(&mut self)`. The exit guard clears the cache
-            // before the slot id changes hands.
+            // before the thread index changes hands.
             // SAFETY: so while `&self` lives the pointer is valid, and the
             // stripe it names is still this thread's.
             return Stripe::Own(unsafe { &*stripe });
@@ -195,7 +196,7 @@ impl Stripes {
     #[cold]
     fn lookup(&self) -> Stripe<'_> {
         use std::sync::atomic::Ordering as O;
-        let id = slot::id();
+        let id = thread_index::get();
         let Some(cell) = self.chunks.get(id / CHUNK) else {
             return Stripe::Shared(&self.shared);
         };
@@ -212,7 +213,7 @@ impl Stripes {
         // SAFETY: `chunk` came from `Box::into_raw` in `install` and is freed
         // only in `drop`, which has `&mut self`.
         let stripe = unsafe { &(*chunk).0[at] };
-        slot::CACHE.with(|c| c.set((self.id, stripe as *const _)));
+        thread_index::CACHE.with(|c| c.set((self.id, stripe as *const _)));
         Stripe::Own(stripe)
     }
 
@@ -335,27 +336,27 @@ impl Drop for Stripes {
 }
 
 #[cfg(not(any(loom, shuttle)))]
-mod slot {
-    //! Process-wide slot ids, one per live sending thread.
+mod thread_index {
+    //! Process-wide thread indices, one per live sending thread.
     use std::cell::Cell;
     use std::sync::atomic::AtomicU64;
     use std::sync::Mutex;
 
-    /// "No slot yet" (and, after the guard ran, "no slot any more").
+    /// "No index yet" (and, after the guard ran, "no index any more").
     pub(super) const NONE: usize = usize::MAX;
 
     static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     static NEXT: Mutex<usize> = Mutex::new(0);
 
     std::thread_local! {
-        /// This thread's slot id (a `const` thread-local without a
+        /// This thread's index (a `const` thread-local without a
         /// destructor: one load, always accessible).
         static ID: Cell<usize> = const { Cell::new(NONE) };
         /// Gives the id back when the thread exits.
         static GUARD: Guard = const { Guard };
         /// The stripe this thread last used: (the hub's `Stripes::id`, its
         /// stripe for this thread). Read on every send. Cleared by `Guard`
-        /// when the slot is given back.
+        /// when the index is given back.
         pub(super) static CACHE: Cell<(u64, *const AtomicU64)> =
             const { Cell::new((0, std::ptr::null())) };
     }
@@ -377,10 +378,10 @@ mod slot {
         }
     }
 
-    /// This thread's slot id, taking one on first use; `NONE` if the thread is
+    /// This thread's index, taking one on first use; `NONE` if the thread is
     /// exiting (its guard already ran or cannot be registered).
     #[inline]
-    pub(super) fn id() -> usize {
+    pub(super) fn get() -> usize {
         let id = ID.with(Cell::get);
         if id != NONE {
             return id;
@@ -448,7 +449,7 @@ mod tests {
             (80, 1_000, 50)
         };
         let stripes = Stripes::new();
-        // More than 64 threads alive at once: slot ids span two chunks.
+        // More than 64 threads alive at once: thread indices span two chunks.
         let barrier = Barrier::new(threads);
         std::thread::scope(|s| {
             for _ in 0..threads {
@@ -469,7 +470,7 @@ mod tests {
         });
         let all = (threads * per) as u64;
         assert_eq!(stripes.sent(), all);
-        // Threads one after another reuse slots; nothing is lost in the handover.
+        // Threads one after another reuse indices; nothing is lost in the handover.
         for _ in 0..serial {
             std::thread::scope(|s| {
                 s.spawn(|| {

@@ -1,5 +1,5 @@
-//! One ring slot: a sequence stamp and a cell pointing at a pinnable node
-//! (docs/design.md, section Broadcast: slot protocol).
+//! One ring place: a sequence stamp and a cell pointing at a pinnable node
+//! (docs/design.md, "Broadcast: place protocol").
 //!
 //! # Protocol
 //!
@@ -40,65 +40,65 @@
 //! Nothing here waits: a pinned node is never waited for, the writer takes
 //! another one.
 
-use super::cell::{Node, SlotCell};
+use super::cell::{Node, PlaceCell};
 use super::stamp::{AtomicStamp, Stamp};
 use std::ptr::NonNull;
 
-/// What a reader found in a slot.
+/// What a reader found in a place.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum SlotRead<T> {
+pub(super) enum PlaceRead<T> {
     /// The wanted revision's value, the reader's own clone.
     Value(T),
-    /// The slot holds (or is receiving) a newer revision: the wanted one is gone.
+    /// The place holds (or is receiving) a newer revision: the wanted one is gone.
     Overwritten {
-        /// The revision in the slot's stamp (committed or being written).
+        /// The revision in the place's stamp (committed or being written).
         by: u64,
     },
-    /// The slot has not reached the wanted revision. Readers only ask for
-    /// revisions at or below the ring's tail, which is published after the slot
+    /// The place has not reached the wanted revision. Readers only ask for
+    /// revisions at or below the ring's tail, which is published after the place
     /// commits, so this answer means a broken invariant.
     NotWritten,
 }
 
-pub(super) struct Slot<T> {
+pub(super) struct Place<T> {
     stamp: AtomicStamp,
-    cell: SlotCell<T>,
+    cell: PlaceCell<T>,
 }
 
-impl<T> Slot<T> {
+impl<T> Place<T> {
     pub(super) fn new() -> Self {
-        Slot {
+        Place {
             stamp: AtomicStamp::new(),
-            cell: SlotCell::empty(),
+            cell: PlaceCell::empty(),
         }
     }
 
-    /// Reads `revision` through `f` if the slot holds it, without a lock and
+    /// Reads `revision` through `f` if the place holds it, without a lock and
     /// without waiting. `f` runs on a pinned, fully written value.
-    pub(super) fn read_with<R>(&self, revision: u64, f: impl FnOnce(&T) -> R) -> SlotRead<R> {
+    pub(super) fn read_with<R>(&self, revision: u64, f: impl FnOnce(&T) -> R) -> PlaceRead<R> {
         let s1 = self.stamp.load_before_read();
         if s1 != Stamp::committed(revision) {
             return if s1.revision() > revision {
-                SlotRead::Overwritten { by: s1.revision() }
+                PlaceRead::Overwritten { by: s1.revision() }
             } else {
-                SlotRead::NotWritten
+                PlaceRead::NotWritten
             };
         }
         // A committed stamp `>= 1` is stored only after a node was published.
         let Some(pinned) = self.cell.pin() else {
-            return SlotRead::NotWritten;
+            return PlaceRead::NotWritten;
         };
         let s2 = self.stamp.load_after_read();
         if s2 != s1 {
-            return SlotRead::Overwritten { by: s2.revision() };
+            return PlaceRead::Overwritten { by: s2.revision() };
         }
         // SAFETY: the stamp was `s1` before the pin and is unchanged after it
         // (see the module docs).
-        SlotRead::Value(unsafe { pinned.with_value(f) })
+        PlaceRead::Value(unsafe { pinned.with_value(f) })
     }
 
-    /// Clones `revision`'s value if the slot holds it.
-    pub(super) fn read(&self, revision: u64) -> SlotRead<T>
+    /// Clones `revision`'s value if the place holds it.
+    pub(super) fn read(&self, revision: u64) -> PlaceRead<T>
     where
         T: Clone,
     {
@@ -109,7 +109,7 @@ impl<T> Slot<T> {
     /// node it evicted.
     ///
     /// Precondition: the caller holds the ring's writer lock, `revision` is the
-    /// next revision of the ring and maps to this slot, and `node` is in no slot
+    /// next revision of the ring and maps to this place, and `node` is in no place
     /// and not readable by any read (fresh, or claimed).
     pub(super) fn write_while_locked(
         &self,
@@ -124,11 +124,11 @@ impl<T> Slot<T> {
         old
     }
 
-    /// The value of the revision the slot holds, for the writer's own use
+    /// The value of the revision the place holds, for the writer's own use
     /// (`append_if_changed`).
     ///
     /// Precondition: the caller holds the writer lock, so no append can change the
-    /// slot during `f`.
+    /// place during `f`.
     pub(super) fn with_value_while_locked<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
         self.cell.with_value_while_locked(f)
     }
@@ -137,42 +137,42 @@ impl<T> Slot<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::cell::Node;
-    use super::{Slot, SlotRead};
+    use super::{Place, PlaceRead};
 
     #[test]
-    fn broadcast_slot_reads_only_the_committed_revision() {
-        let slot = Slot::new();
-        assert_eq!(slot.read(1), SlotRead::<String>::NotWritten);
-        assert!(slot
+    fn broadcast_place_reads_only_the_committed_revision() {
+        let place = Place::new();
+        assert_eq!(place.read(1), PlaceRead::<String>::NotWritten);
+        assert!(place
             .write_while_locked(1, Node::alloc("one".to_string()))
             .is_none());
-        assert_eq!(slot.read(1), SlotRead::Value("one".to_string()));
-        let old = slot.write_while_locked(4, Node::alloc("four".to_string()));
-        assert_eq!(slot.read(1), SlotRead::Overwritten { by: 4 });
-        assert_eq!(slot.read(4), SlotRead::Value("four".to_string()));
-        assert_eq!(slot.read(7), SlotRead::NotWritten);
-        // SAFETY: evicted, in no slot, and no read is in progress.
-        unsafe { super::super::cell::free(old.expect("slot held revision 1")) };
+        assert_eq!(place.read(1), PlaceRead::Value("one".to_string()));
+        let old = place.write_while_locked(4, Node::alloc("four".to_string()));
+        assert_eq!(place.read(1), PlaceRead::Overwritten { by: 4 });
+        assert_eq!(place.read(4), PlaceRead::Value("four".to_string()));
+        assert_eq!(place.read(7), PlaceRead::NotWritten);
+        // SAFETY: evicted, in no place, and no read is in progress.
+        unsafe { super::super::cell::free(old.expect("place held revision 1")) };
     }
 
     #[test]
-    fn broadcast_slot_claim_fails_while_a_read_has_the_node_pinned() {
-        let slot = Slot::new();
-        slot.write_while_locked(1, Node::alloc(vec![1u8; 16]));
-        let pinned = slot.cell.pin().expect("written");
-        let old = slot
+    fn broadcast_place_claim_fails_while_a_read_has_the_node_pinned() {
+        let place = Place::new();
+        place.write_while_locked(1, Node::alloc(vec![1u8; 16]));
+        let pinned = place.cell.pin().expect("written");
+        let old = place
             .write_while_locked(3, Node::alloc(vec![3u8; 16]))
-            .expect("slot held revision 1");
+            .expect("place held revision 1");
         // SAFETY: (deref) `old` is allocated until freed below.
         let node = unsafe { old.as_ref() };
         assert!(node.is_pinned());
         assert!(!node.claim_while_locked(), "claimed a pinned node");
         drop(pinned);
         assert!(node.claim_while_locked());
-        // SAFETY: claimed, in no slot; the value is ours to replace.
+        // SAFETY: claimed, in no place; the value is ours to replace.
         let previous = unsafe { node.replace_while_claimed(vec![5u8]) };
         assert_eq!(previous, vec![1u8; 16]);
-        // SAFETY: evicted, in no slot, and no read is in progress.
+        // SAFETY: evicted, in no place, and no read is in progress.
         unsafe { super::super::cell::free(old) };
     }
 }
