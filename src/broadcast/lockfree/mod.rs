@@ -6,10 +6,10 @@
 
 mod buffer;
 mod cell;
+mod place;
 mod pool;
 mod reader;
 mod ring;
-mod place;
 mod stamp;
 // Unit tests run outside loom: a loom primitive outside `loom::model` panics.
 #[cfg(all(test, not(loom)))]

@@ -31,8 +31,8 @@
 //! `fetch_or` happens before that `notify`, which therefore wakes it. No `SeqCst`
 //! fence is needed on either side.
 
-use super::pool::Pool;
 use super::place::{Place, PlaceRead};
+use super::pool::Pool;
 use crate::sync::{spin_wait, AtomicU64, AtomicUsize, Notify, Ordering, UnsafeCell};
 use crate::{AppendError, Entry, ReadError};
 use std::fmt;

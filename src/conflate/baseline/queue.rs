@@ -39,9 +39,9 @@ struct Links {
     next: usize,
 }
 
-enum Slot<K, V> {
+enum Place<K, V> {
     Used(Node<K, V>),
-    /// Next free slot, or `NIL`.
+    /// Next free place, or `NIL`.
     Free(usize),
 }
 
@@ -63,7 +63,7 @@ pub(super) enum Merged {
 pub(super) struct KeyQueue<K, V> {
     /// Slab indices of the pending nodes, found by the hub's hash of the key.
     index: HashTable<usize>,
-    slots: Vec<Slot<K, V>>,
+    places: Vec<Place<K, V>>,
     head: usize,
     tail: usize,
     free: usize,
@@ -73,7 +73,7 @@ impl<K, V> KeyQueue<K, V> {
     pub(super) fn new() -> Self {
         KeyQueue {
             index: HashTable::new(),
-            slots: Vec::new(),
+            places: Vec::new(),
             head: NIL,
             tail: NIL,
             free: NIL,
@@ -86,30 +86,30 @@ impl<K, V> KeyQueue<K, V> {
     }
 
     fn node(&self, at: usize) -> &Node<K, V> {
-        match &self.slots[at] {
-            Slot::Used(node) => node,
-            Slot::Free(_) => unreachable!("the list and the index only name used slots"),
+        match &self.places[at] {
+            Place::Used(node) => node,
+            Place::Free(_) => unreachable!("the list and the index only name used places"),
         }
     }
 
     fn node_mut(&mut self, at: usize) -> &mut Node<K, V> {
-        match &mut self.slots[at] {
-            Slot::Used(node) => node,
-            Slot::Free(_) => unreachable!("the list and the index only name used slots"),
+        match &mut self.places[at] {
+            Place::Used(node) => node,
+            Place::Free(_) => unreachable!("the list and the index only name used places"),
         }
     }
 
-    /// Takes the node out of its slot, leaving the links around it and the index
+    /// Takes the node out of its place, leaving the links around it and the index
     /// entry in place: the caller either puts it back or calls [`Self::detach`].
     fn vacate(&mut self, at: usize) -> Node<K, V> {
-        match mem::replace(&mut self.slots[at], Slot::Free(NIL)) {
-            Slot::Used(node) => node,
-            Slot::Free(_) => unreachable!("the list and the index only name used slots"),
+        match mem::replace(&mut self.places[at], Place::Free(NIL)) {
+            Place::Used(node) => node,
+            Place::Free(_) => unreachable!("the list and the index only name used places"),
         }
     }
 
     /// Finishes removing a vacated node: unlinks it, drops its index entry and
-    /// frees its slot. Runs no user code.
+    /// frees its place. Runs no user code.
     fn detach(&mut self, at: usize, links: Links) {
         match links.prev {
             NIL => self.head = links.next,
@@ -126,11 +126,11 @@ impl<K, V> KeyQueue<K, V> {
             Err(_) => unreachable!("a pending node always has an index entry"),
         }
         if self.index.is_empty() {
-            // Only free slots remain: start over so the next burst is contiguous.
-            self.slots.clear();
+            // Only free places remain: start over so the next burst is contiguous.
+            self.places.clear();
             self.free = NIL;
         } else {
-            self.slots[at] = Slot::Free(self.free);
+            self.places[at] = Place::Free(self.free);
             self.free = at;
         }
     }
@@ -160,7 +160,7 @@ impl<K, V> KeyQueue<K, V> {
 
     /// Removes everything, in queue order, appending it to `out`: `(events,
     /// sends)` of what it appended, `None` (and `out` untouched) when nothing is
-    /// pending. Allocates nothing once `out` has room: the slots and the index
+    /// pending. Allocates nothing once `out` has room: the places and the index
     /// keep their capacity.
     pub(super) fn drain_into(&mut self, out: &mut Vec<Event<K, V>>) -> Option<(usize, u64)> {
         if self.head == NIL {
@@ -177,7 +177,7 @@ impl<K, V> KeyQueue<K, V> {
             out.push(Event::new(node.key, node.value, node.sends));
         }
         self.index.clear();
-        self.slots.clear();
+        self.places.clear();
         self.head = NIL;
         self.tail = NIL;
         self.free = NIL;
@@ -217,13 +217,13 @@ impl<K, V> KeyQueue<K, V> {
         };
         let at = match self.free {
             NIL => {
-                self.slots.push(Slot::Used(node));
-                self.slots.len() - 1
+                self.places.push(Place::Used(node));
+                self.places.len() - 1
             }
             at => {
-                match mem::replace(&mut self.slots[at], Slot::Used(node)) {
-                    Slot::Free(next) => self.free = next,
-                    Slot::Used(_) => unreachable!("the free list only names free slots"),
+                match mem::replace(&mut self.places[at], Place::Used(node)) {
+                    Place::Free(next) => self.free = next,
+                    Place::Used(_) => unreachable!("the free list only names free places"),
                 }
                 at
             }
@@ -233,10 +233,10 @@ impl<K, V> KeyQueue<K, V> {
             tail => self.node_mut(tail).links.next = at,
         }
         self.tail = at;
-        let slots = &self.slots;
-        self.index.insert_unique(hash, at, |&i| match &slots[i] {
-            Slot::Used(node) => node.links.hash,
-            Slot::Free(_) => unreachable!("the index only names used slots"),
+        let places = &self.places;
+        self.index.insert_unique(hash, at, |&i| match &places[i] {
+            Place::Used(node) => node.links.hash,
+            Place::Free(_) => unreachable!("the index only names used places"),
         });
     }
 
@@ -257,7 +257,7 @@ impl<K, V> KeyQueue<K, V> {
         } = self.vacate(at);
         match catch_unwind(AssertUnwindSafe(|| merge.apply(prev, next))) {
             Ok(Some(value)) => {
-                self.slots[at] = Slot::Used(Node {
+                self.places[at] = Place::Used(Node {
                     key,
                     value,
                     sends: sends.saturating_add(1),
@@ -282,11 +282,11 @@ impl<K: Eq, V> KeyQueue<K, V> {
     /// The slot of `key` if it is pending. Runs `K: Eq` (user code) and changes
     /// nothing.
     pub(super) fn find(&self, hash: u64, key: &K) -> Option<usize> {
-        let slots = &self.slots;
+        let places = &self.places;
         self.index
-            .find(hash, |&i| match &slots[i] {
-                Slot::Used(node) => node.key == *key,
-                Slot::Free(_) => false,
+            .find(hash, |&i| match &places[i] {
+                Place::Used(node) => node.key == *key,
+                Place::Free(_) => false,
             })
             .copied()
     }

@@ -18,7 +18,7 @@
 //!   `Stripes::wait_for_sends_in_flight`). Grace periods are batched: one per
 //!   `RETIRE_BATCH` retirements (or when the hub drops), so a deregistration
 //!   costs O(1) amortized and almost never waits.
-//! - An own-value receiver's slot is reused at once (a send that read the old
+//! - An own-value receiver's place is reused at once (a send that read the old
 //!   pointer delivers into the old, still live, receiver). A cell receiver's
 //!   id is reused only after its grace period *and* after every mark it had
 //!   was cleared (a send in flight may still have set one): otherwise the new

@@ -18,17 +18,17 @@ use hashbrown::hash_table::HashTable;
 use std::mem;
 use std::num::NonZeroU32;
 
-/// Bits of a packed slot that name the shard.
+/// Bits of a packed place that name the shard.
 pub(crate) const SHARD_BITS: u32 = 3;
 
 /// Shards per receiver (see `core.rs` for why eight).
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
-/// Slab indices are below this, so a packed slot is never `u32::MAX` (the
+/// Slab indices are below this, so a packed place is never `u32::MAX` (the
 /// ticket list's free marker).
 pub(crate) const MAX_SLAB: u32 = u32::MAX >> SHARD_BITS;
 
-/// "No slot": the end of the free list.
+/// "No place": the end of the free list.
 const NIL: u32 = u32::MAX;
 
 /// A ticket's name for an entry: its shard and slab index in one word.
@@ -37,9 +37,9 @@ pub(crate) fn pack(shard: usize, index: u32) -> u32 {
     index << SHARD_BITS | shard as u32
 }
 
-/// The shard and slab index a packed slot names.
-pub(crate) fn unpack(slot: u32) -> (usize, u32) {
-    ((slot & (SHARDS as u32 - 1)) as usize, slot >> SHARD_BITS)
+/// The shard and slab index a packed place names.
+pub(crate) fn unpack(place: u32) -> (usize, u32) {
+    ((place & (SHARDS as u32 - 1)) as usize, place >> SHARD_BITS)
 }
 
 /// The table's hash of an entry, from the 32 bits of the hub's hash it keeps
@@ -53,8 +53,8 @@ pub(crate) fn table_hash(hash32: u32) -> u64 {
 
 /// A pending value: the key (its only copy in the receiver), the value, the
 /// sends folded into it, and where its ticket is. 40 bytes for `u64` keys and
-/// values, and `Slot` costs nothing more (the `NonZeroU32` is its niche).
-pub(crate) struct Entry<K, V> {
+/// values, and `Place` costs nothing more (the `NonZeroU32` is its niche).
+pub(crate) struct Pending<K, V> {
     pub(crate) key: K,
     pub(crate) value: V,
     pub(crate) sends: u64,
@@ -69,7 +69,7 @@ pub(crate) struct Entry<K, V> {
     pub(crate) ticket: NonZeroU32,
 }
 
-impl<K, V> Entry<K, V> {
+impl<K, V> Pending<K, V> {
     /// Whether the ticket at `index` of the list of segment `seg` is this
     /// entry's. Within one list a linked ticket's index is never reused, and an
     /// entry whose ticket went stale was freed before any entry recorded a
@@ -79,17 +79,17 @@ impl<K, V> Entry<K, V> {
     }
 }
 
-enum Slot<K, V> {
-    Full(Entry<K, V>),
-    /// Next free slot, or `NIL`.
+enum Place<K, V> {
+    Full(Pending<K, V>),
+    /// Next free place, or `NIL`.
     Free(u32),
 }
 
-/// Entries with stable indices; freed slots are reused first.
+/// Entries with stable indices; freed places are reused first.
 pub(crate) struct Slab<K, V> {
-    slots: Vec<Slot<K, V>>,
+    places: Vec<Place<K, V>>,
     free: u32,
-    /// Full slots.
+    /// Full places.
     len: u32,
     /// The epoch of the newest entry made here (wrapping). A cut that finds it
     /// older than its own epoch knows every entry here is the cut's.
@@ -99,14 +99,14 @@ pub(crate) struct Slab<K, V> {
 impl<K, V> Slab<K, V> {
     fn new() -> Self {
         Slab {
-            slots: Vec::new(),
+            places: Vec::new(),
             free: NIL,
             len: 0,
             newest: 0,
         }
     }
 
-    /// Full slots.
+    /// Full places.
     pub(crate) fn len(&self) -> u32 {
         self.len
     }
@@ -119,77 +119,77 @@ impl<K, V> Slab<K, V> {
         if self.free != NIL {
             return self.free;
         }
-        u32::try_from(self.slots.len())
+        u32::try_from(self.places.len())
             .ok()
             .filter(|&i| i < MAX_SLAB)
             .expect("more than 2^29 keys pending in one shard of a receiver")
     }
 
     /// Stores `entry` at [`Slab::next_index`] and returns that index.
-    pub(crate) fn insert(&mut self, entry: Entry<K, V>) -> u32 {
+    pub(crate) fn insert(&mut self, entry: Pending<K, V>) -> u32 {
         let index = self.next_index();
         if self.free != NIL {
-            match mem::replace(&mut self.slots[index as usize], Slot::Full(entry)) {
-                Slot::Free(next) => self.free = next,
-                Slot::Full(_) => unreachable!("the free list names free slots"),
+            match mem::replace(&mut self.places[index as usize], Place::Full(entry)) {
+                Place::Free(next) => self.free = next,
+                Place::Full(_) => unreachable!("the free list names free places"),
             }
         } else {
-            self.slots.push(Slot::Full(entry));
+            self.places.push(Place::Full(entry));
         }
         self.len += 1;
         index
     }
 
-    pub(crate) fn get(&self, index: u32) -> Option<&Entry<K, V>> {
-        match self.slots.get(index as usize) {
-            Some(Slot::Full(e)) => Some(e),
+    pub(crate) fn get(&self, index: u32) -> Option<&Pending<K, V>> {
+        match self.places.get(index as usize) {
+            Some(Place::Full(e)) => Some(e),
             _ => None,
         }
     }
 
-    pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut Entry<K, V>> {
-        match self.slots.get_mut(index as usize) {
-            Some(Slot::Full(e)) => Some(e),
+    pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut Pending<K, V>> {
+        match self.places.get_mut(index as usize) {
+            Some(Place::Full(e)) => Some(e),
             _ => None,
         }
     }
 
     /// The entry at an index the table holds.
-    fn indexed(&self, index: u32) -> &Entry<K, V> {
-        self.get(index).expect("the table names full slots")
+    fn indexed(&self, index: u32) -> &Pending<K, V> {
+        self.get(index).expect("the table names full places")
     }
 
-    /// Takes the entry at `index` out and frees its slot.
-    pub(crate) fn remove(&mut self, index: u32) -> Entry<K, V> {
+    /// Takes the entry at `index` out and frees its place.
+    pub(crate) fn remove(&mut self, index: u32) -> Pending<K, V> {
         let entry = self.vacate(index);
         self.release(index);
         entry
     }
 
-    /// Takes the entry at `index` out but keeps the slot reserved (off the
+    /// Takes the entry at `index` out but keeps the place reserved (off the
     /// free list, still counted): the caller either [`Slab::restore`]s an entry
-    /// there or [`Slab::release`]s the slot.
-    pub(crate) fn vacate(&mut self, index: u32) -> Entry<K, V> {
-        match mem::replace(&mut self.slots[index as usize], Slot::Free(NIL)) {
-            Slot::Full(entry) => entry,
-            Slot::Free(_) => unreachable!("vacating a free slot"),
+    /// there or [`Slab::release`]s the place.
+    pub(crate) fn vacate(&mut self, index: u32) -> Pending<K, V> {
+        match mem::replace(&mut self.places[index as usize], Place::Free(NIL)) {
+            Place::Full(entry) => entry,
+            Place::Free(_) => unreachable!("vacating a free place"),
         }
     }
 
-    /// Puts an entry back into a slot [`Slab::vacate`] reserved.
-    pub(crate) fn restore(&mut self, index: u32, entry: Entry<K, V>) {
-        self.slots[index as usize] = Slot::Full(entry);
+    /// Puts an entry back into a place [`Slab::vacate`] reserved.
+    pub(crate) fn restore(&mut self, index: u32, entry: Pending<K, V>) {
+        self.places[index as usize] = Place::Full(entry);
     }
 
-    /// Frees a slot [`Slab::vacate`] reserved. Once the slab holds no entry,
+    /// Frees a place [`Slab::vacate`] reserved. Once the slab holds no entry,
     /// it forgets its free list and restarts at index 0 (keeping its
-    /// capacity), so it never holds more slots than the peak pending count.
+    /// capacity), so it never holds more places than the peak pending count.
     pub(crate) fn release(&mut self, index: u32) {
-        self.slots[index as usize] = Slot::Free(self.free);
+        self.places[index as usize] = Place::Free(self.free);
         self.free = index;
         self.len -= 1;
         if self.len == 0 {
-            self.slots.clear();
+            self.places.clear();
             self.free = NIL;
         }
     }
@@ -201,7 +201,7 @@ impl<K, V> Slab<K, V> {
         slab_index: u32,
         index: u32,
         seg: u32,
-    ) -> Option<Entry<K, V>> {
+    ) -> Option<Pending<K, V>> {
         if self.get(slab_index)?.is_ticket(index, seg) {
             Some(self.remove(slab_index))
         } else {
@@ -216,32 +216,32 @@ impl<K, V> Slab<K, V> {
         slab_index: u32,
         index: u32,
         seg: u32,
-    ) -> Option<Entry<K, V>> {
-        let slot = self.slots.get_mut(slab_index as usize)?;
-        if !matches!(slot, Slot::Full(e) if e.is_ticket(index, seg)) {
+    ) -> Option<Pending<K, V>> {
+        let place = self.places.get_mut(slab_index as usize)?;
+        if !matches!(place, Place::Full(e) if e.is_ticket(index, seg)) {
             return None;
         }
         self.len -= 1;
-        match mem::replace(slot, Slot::Free(NIL)) {
-            Slot::Full(entry) => Some(entry),
-            Slot::Free(_) => unreachable!("checked full"),
+        match mem::replace(place, Place::Free(NIL)) {
+            Place::Full(entry) => Some(entry),
+            Place::Free(_) => unreachable!("checked full"),
         }
     }
 
     /// Every entry's sends (for a close that drops them).
     pub(crate) fn sends(&self) -> u64 {
-        self.slots
+        self.places
             .iter()
             .map(|s| match s {
-                Slot::Full(e) => e.sends,
-                Slot::Free(_) => 0,
+                Place::Full(e) => e.sends,
+                Place::Free(_) => 0,
             })
             .sum()
     }
 
     /// Drops every entry, keeping the capacity.
     pub(crate) fn clear(&mut self) {
-        self.slots.clear();
+        self.places.clear();
         self.free = NIL;
         self.len = 0;
     }
@@ -300,7 +300,7 @@ impl<K, V> Keys<K, V> {
         slab_index: u32,
         index: u32,
         seg: u32,
-    ) -> Option<Entry<K, V>> {
+    ) -> Option<Pending<K, V>> {
         let entry = self
             .slab
             .as_deref_mut()?
@@ -313,17 +313,17 @@ impl<K, V> Keys<K, V> {
 impl<K: Eq, V> Keys<K, V> {
     /// The slab index and entry of `key`'s indexed entry: one probe, one slab
     /// access. Never reserves room, so a lookup that hits allocates nothing.
-    pub(crate) fn find(&mut self, hash: u64, key: &K) -> Option<(u32, &mut Entry<K, V>)> {
+    pub(crate) fn find(&mut self, hash: u64, key: &K) -> Option<(u32, &mut Pending<K, V>)> {
         let Keys { table, slab } = self;
         let slab = slab.as_deref_mut()?;
-        let slots = &slab.slots;
+        let places = &slab.places;
         let &index = table.find(
             table_hash(hash as u32),
-            |&i| matches!(slots.get(i as usize), Some(Slot::Full(e)) if e.key == *key),
+            |&i| matches!(places.get(i as usize), Some(Place::Full(e)) if e.key == *key),
         )?;
-        match &mut slab.slots[index as usize] {
-            Slot::Full(entry) => Some((index, entry)),
-            Slot::Free(_) => unreachable!("the table names full slots"),
+        match &mut slab.places[index as usize] {
+            Place::Full(entry) => Some((index, entry)),
+            Place::Free(_) => unreachable!("the table names full places"),
         }
     }
 }
@@ -332,8 +332,8 @@ impl<K: Eq, V> Keys<K, V> {
 mod tests {
     use super::*;
 
-    fn entry(key: u64, ticket: u32, seg: u32) -> Entry<u64, u64> {
-        Entry {
+    fn entry(key: u64, ticket: u32, seg: u32) -> Pending<u64, u64> {
+        Pending {
             key,
             value: key * 10,
             sends: 1,
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(std::mem::size_of::<Slot<u64, u64>>(), 40);
+        assert_eq!(std::mem::size_of::<Place<u64, u64>>(), 40);
         assert!(std::mem::size_of::<Keys<u64, u64>>() <= 40);
     }
 
@@ -354,9 +354,9 @@ mod tests {
     fn pack_round_trips() {
         for shard in 0..SHARDS {
             for index in [0, 1, 12345, MAX_SLAB - 1] {
-                let slot = pack(shard, index);
-                assert_ne!(slot, u32::MAX);
-                assert_eq!(unpack(slot), (shard, index));
+                let place = pack(shard, index);
+                assert_ne!(place, u32::MAX);
+                assert_eq!(unpack(place), (shard, index));
             }
         }
     }
@@ -375,7 +375,7 @@ mod tests {
         let e = keys.take_ticket(1, 1, 7).unwrap();
         assert_eq!((e.key, e.value), (1, 10));
         assert!(keys.find(1, &1).is_none());
-        // Slot 1 is reused by the next insert; the old ticket stays stale.
+        // Place 1 is reused by the next insert; the old ticket stays stale.
         assert_eq!(keys.slab_mut().next_index(), 1);
         let i = keys.slab_mut().insert(entry(9, 0, 8));
         keys.index(9, i);

@@ -3,7 +3,7 @@
 //!
 //! A ticket names a pending entry without owning it: the entry lives in its
 //! shard's slab (see `core.rs`), and the ticket holds only where, its shard and
-//! slab index packed in one word (`slot`). No copy of the key, no hash: claiming
+//! slab index packed in one word (`place`). No copy of the key, no hash: claiming
 //! a ticket is an index, not a probe. The entry in turn records where its ticket
 //! is (the list's *segment* and the ticket's index in it), which is what tells a
 //! live ticket from a stale one whose entry was annihilated and whose slab index
@@ -11,17 +11,17 @@
 //! which makes unlinking an annihilated key O(1), so the queue holds no dead
 //! tickets and its size stays bounded by the pending key set.
 //!
-//! A node is 12 bytes (slot, prev, next).
+//! A node is 12 bytes (place, prev, next).
 
 const NIL: u32 = u32::MAX;
 
-/// `slot` of a node on the free list (never a packed shard and index: see
+/// `place` of a node on the free list (never a packed shard and index: see
 /// `slab::MAX_SLAB`).
 const FREE: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct Node {
-    slot: u32,
+    place: u32,
     prev: u32,
     next: u32,
 }
@@ -31,7 +31,7 @@ struct Node {
 /// recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Ticket {
-    pub(crate) slot: u32,
+    pub(crate) place: u32,
     pub(crate) index: u32,
 }
 
@@ -63,16 +63,16 @@ impl TicketList {
         self.len == 0
     }
 
-    /// Appends a ticket naming `slot` and returns its index (stable until it
+    /// Appends a ticket naming `place` and returns its index (stable until it
     /// leaves the list). An index is below `u32::MAX - 1`, so the entry can store
     /// it plus one in a `NonZeroU32`.
     ///
     /// # Panics
     /// If more than `u32::MAX - 2` tickets are pending at once.
-    pub(crate) fn push_back(&mut self, slot: u32) -> u32 {
-        debug_assert_ne!(slot, FREE, "a packed slot is never FREE");
+    pub(crate) fn push_back(&mut self, place: u32) -> u32 {
+        debug_assert_ne!(place, FREE, "a packed place is never FREE");
         let node = Node {
-            slot,
+            place,
             prev: self.tail.0,
             next: NIL,
         };
@@ -103,7 +103,7 @@ impl TicketList {
         match self.head.0 {
             NIL => None,
             head => Some(Ticket {
-                slot: self.nodes[head as usize].slot,
+                place: self.nodes[head as usize].place,
                 index: head,
             }),
         }
@@ -122,7 +122,7 @@ impl TicketList {
         debug_assert!(
             self.nodes
                 .get(index as usize)
-                .is_some_and(|n| n.slot != FREE),
+                .is_some_and(|n| n.place != FREE),
             "removing a ticket that is not linked"
         );
         self.unlink(index);
@@ -135,7 +135,7 @@ impl TicketList {
         while at != NIL {
             let node = self.nodes[at as usize];
             f(Ticket {
-                slot: node.slot,
+                place: node.place,
                 index: at,
             });
             at = node.next;
@@ -153,7 +153,7 @@ impl TicketList {
     }
 
     fn unlink(&mut self, idx: u32) -> Ticket {
-        let Node { slot, prev, next } = self.nodes[idx as usize];
+        let Node { place, prev, next } = self.nodes[idx as usize];
         match prev {
             NIL => self.head = Link(next),
             p => self.nodes[p as usize].next = next,
@@ -163,7 +163,7 @@ impl TicketList {
             n => self.nodes[n as usize].prev = prev,
         }
         self.nodes[idx as usize] = Node {
-            slot: FREE,
+            place: FREE,
             prev: NIL,
             next: self.free.0,
         };
@@ -174,7 +174,7 @@ impl TicketList {
             // the slab never holds more nodes than the peak pending count.
             self.clear();
         }
-        Ticket { slot, index: idx }
+        Ticket { place, index: idx }
     }
 }
 
@@ -182,8 +182,8 @@ impl TicketList {
 mod tests {
     use super::*;
 
-    fn slots(list: &mut TicketList) -> Vec<u32> {
-        std::iter::from_fn(|| list.pop_front().map(|t| t.slot)).collect()
+    fn places(list: &mut TicketList) -> Vec<u32> {
+        std::iter::from_fn(|| list.pop_front().map(|t| t.place)).collect()
     }
 
     #[test]
@@ -194,10 +194,10 @@ mod tests {
         l.remove(idx[2]); // middle
         l.remove(idx[4]); // tail
         assert_eq!(l.len(), 2);
-        assert_eq!(l.front(), Some(Ticket { slot: 1, index: 1 }));
+        assert_eq!(l.front(), Some(Ticket { place: 1, index: 1 }));
         let reused = l.push_back(9);
         assert!(idx.contains(&reused), "a freed node is reused");
-        assert_eq!(slots(&mut l), vec![1, 3, 9]);
+        assert_eq!(places(&mut l), vec![1, 3, 9]);
         assert!(l.is_empty());
     }
 
@@ -209,7 +209,7 @@ mod tests {
         }
         l.remove(1);
         let mut seen = Vec::new();
-        l.drain(|t| seen.push((t.slot, t.index)));
+        l.drain(|t| seen.push((t.place, t.index)));
         assert_eq!(seen, vec![(0, 0), (2, 2), (3, 3)]);
         assert!(l.is_empty());
         assert_eq!(l.push_back(7), 0, "indices restart once the list is empty");

@@ -41,7 +41,7 @@ use crate::conflate::common::removal::Tombstones;
 use crate::sync::{AtomicU64, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
-use slab::{mark_epoch, CellData, Slab, Slot, PENDING, STALE};
+use slab::{mark_epoch, CellData, Place, Slab, PENDING, STALE};
 use std::panic::{self, AssertUnwindSafe};
 
 /// Bits of a `CellId` that name the shard.
@@ -49,22 +49,22 @@ const SHARD_BITS: u32 = 5;
 /// Shards per hub.
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
-/// Hints that `slot` will be read soon. A cut's entries name cells spread
+/// Hints that `place` will be read soon. A cut's entries name cells spread
 /// over every shard, too many streams for the hardware prefetcher, so a cut
 /// fetches each window's cells itself.
 #[inline(always)]
-fn prefetch<T>(slot: &T) {
+fn prefetch<T>(place: &T) {
     #[cfg(all(target_arch = "x86_64", not(any(loom, shuttle, miri))))]
     // SAFETY: a prefetch is a hint: it reads nothing architecturally and
-    // cannot fault; `slot` is a valid reference anyway.
+    // cannot fault; `place` is a valid reference anyway.
     unsafe {
         std::arch::x86_64::_mm_prefetch(
-            slot as *const T as *const i8,
+            place as *const T as *const i8,
             std::arch::x86_64::_MM_HINT_T0,
         );
     }
     #[cfg(not(all(target_arch = "x86_64", not(any(loom, shuttle, miri)))))]
-    let _ = slot;
+    let _ = place;
 }
 
 /// The shards a cut's window holds (a bitmask), unlocked on drop.
@@ -142,12 +142,12 @@ struct Deposit<V> {
     seq_end: u64,
 }
 
-/// What a shard keeps besides its slots; under its lock.
+/// What a shard keeps besides its places; under its lock.
 struct ShardData<V> {
     index: HashTable<u32>,
-    /// Unused slot indices below `next`.
+    /// Unused place indices below `next`.
     free: Vec<u32>,
-    /// Slot indices ever used.
+    /// Place indices ever used.
     next: u32,
     /// Cells in use, and of those the idle ones (kept indexed for reuse).
     used: u32,
@@ -215,17 +215,17 @@ impl<'a, K, V> Locked<'a, K, V> {
     }
 
     #[inline]
-    fn slot(&self, i: u32) -> &'a Slot<K, V> {
-        self.shard.slab.slot(i)
+    fn place(&self, i: u32) -> &'a Place<K, V> {
+        self.shard.slab.place(i)
     }
 
     /// Cell `i`, which is in use.
     #[allow(clippy::mut_from_ref)]
     #[inline]
     fn cell(&self, i: u32) -> &mut CellData<K, V> {
-        // SAFETY: the shard lock is held; callers name only slots in use and
+        // SAFETY: the shard lock is held; callers name only places in use and
         // hold one cell reference at a time.
-        unsafe { self.slot(i).cell() }
+        unsafe { self.place(i).cell() }
     }
 
     #[inline]
@@ -253,11 +253,11 @@ impl<'a, K, V> Locked<'a, K, V> {
             }
         };
         // SAFETY: lock held; `i` was unused (free or fresh).
-        unsafe { self.slot(i).fill(CellData::new(key, hash32)) };
+        unsafe { self.place(i).fill(CellData::new(key, hash32)) };
         let slab = &self.shard.slab;
         self.d().index.insert_unique(table_hash(hash32), i, |&j| {
-            // SAFETY: lock held; every indexed slot is in use.
-            table_hash(unsafe { slab.slot(j).cell() }.hash32)
+            // SAFETY: lock held; every indexed place is in use.
+            table_hash(unsafe { slab.place(j).cell() }.hash32)
         });
         self.d().used += 1;
         self.d().idle += 1;
@@ -275,9 +275,9 @@ impl<'a, K, V> Locked<'a, K, V> {
     /// shard thus holds its cells in use plus at most `IDLE_KEEP`.
     #[inline]
     fn settle(&mut self, i: u32, was_idle: bool) -> Option<CellData<K, V>> {
-        // SAFETY: lock held; slot `i` is in use; callers hold no other cell
+        // SAFETY: lock held; place `i` is in use; callers hold no other cell
         // reference across this call.
-        let idle = unsafe { self.slot(i).cell() }.idle();
+        let idle = unsafe { self.place(i).cell() }.idle();
         self.settle_as(i, was_idle, idle)
     }
 
@@ -308,9 +308,9 @@ impl<'a, K, V> Locked<'a, K, V> {
         }
         self.d().free.push(i);
         self.d().used -= 1;
-        // SAFETY: lock held; the slot was in use and is unused from here on
+        // SAFETY: lock held; the place was in use and is unused from here on
         // (no longer indexed; no receiver has it pending).
-        unsafe { self.slot(i).empty() }
+        unsafe { self.place(i).empty() }
     }
 }
 
@@ -410,7 +410,7 @@ impl<K, V> Cells<K, V> {
     pub(crate) fn forget(&self, cell: CellId, start: u64, id: u32) -> u64 {
         let (s, i) = split(cell);
         let mut sh = self.shards[s].lock();
-        let seq = sh.slot(i).seq.load(Ordering::Relaxed);
+        let seq = sh.place(i).seq.load(Ordering::Relaxed);
         let c = sh.cell(i);
         let was_idle = c.idle();
         let mut sends = 0;
@@ -470,7 +470,7 @@ impl<K, V> Cells<K, V> {
     /// whatever made the sends finish orders their stores before this.
     pub(crate) fn seq(&self, cell: CellId) -> u64 {
         let (s, i) = split(cell);
-        self.shards[s].slab.slot(i).seq.load(Ordering::Relaxed)
+        self.shards[s].slab.place(i).seq.load(Ordering::Relaxed)
     }
 }
 
@@ -482,8 +482,8 @@ impl<K, V> Drop for Cells<K, V> {
                 unsafe { &mut *p }
             });
             for &i in d.index.iter() {
-                // SAFETY: indexed slots are in use; `&mut self` is exclusive.
-                drop(unsafe { shard.slab.slot(i).empty() });
+                // SAFETY: indexed places are in use; `&mut self` is exclusive.
+                drop(unsafe { shard.slab.place(i).empty() });
             }
         }
     }

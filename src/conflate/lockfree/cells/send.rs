@@ -52,17 +52,17 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let now = clock.load(Ordering::Acquire);
         let found = sh.find(hash32, key);
         if let (Merge::NewerWins, Some(i)) = (&self.merge, found) {
-            let slot = sh.slot(i);
-            // SAFETY: the shard lock is held and slot `i` is in use (indexed).
-            let cell = unsafe { slot.cell() };
+            let place = sh.place(i);
+            // SAFETY: the shard lock is held and place `i` is in use (indexed).
+            let cell = unsafe { place.cell() };
             if cell.stamp == now && cell.value().is_some() && !tombstone {
                 // Every cell receiver has the key pending in its current
                 // epoch: one write, whatever their number. (A tombstone
                 // takes the slow path: it changes the table.)
                 let old = cell.replace_value(value);
                 // Relaxed: written under the lock; read by stats (see `seq`).
-                let seq = slot.seq.load(Ordering::Relaxed);
-                slot.seq.store(seq + 1, Ordering::Relaxed);
+                let seq = place.seq.load(Ordering::Relaxed);
+                place.seq.store(seq + 1, Ordering::Relaxed);
                 drop(sh);
                 drop(old);
                 return Wakes::none();
@@ -117,11 +117,11 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             // A hub with its own merge: the cells are the table only.
             return self.merge_into_table(sh, i, value, tombstone);
         }
-        let slot = sh.slot(i);
-        let seq = slot.seq.load(Ordering::Relaxed);
-        // SAFETY: the shard lock is held and slot `i` is in use; no other
+        let place = sh.place(i);
+        let seq = place.seq.load(Ordering::Relaxed);
+        // SAFETY: the shard lock is held and place `i` is in use; no other
         // reference to this cell is made while this one lives.
-        let cell = unsafe { slot.cell() };
+        let cell = unsafe { place.cell() };
         let was_idle = cell.idle();
         let entering = self.retain && !cell.retained() && !tombstone;
         // The cell receivers, read after the clock: a registry change moves
@@ -201,7 +201,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // A tombstone that left the table stamps the cell stale, so the key's
         // next value takes this path too and re-enters the table.
         cell.stamp = if tombstone && self.retain { STALE } else { now };
-        slot.seq.store(seq + 1, Ordering::Relaxed);
+        place.seq.store(seq + 1, Ordering::Relaxed);
         let idle = cell.idle();
         // A tombstone pending nowhere (no cell receiver) is kept by nobody:
         // an idle cell holds no value.
@@ -244,7 +244,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         value: V,
         tombstone: bool,
     ) -> Wakes<'static> {
-        let seq_word = &sh.slot(i).seq;
+        let seq_word = &sh.place(i).seq;
         seq_word.store(seq_word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let cell = sh.cell(i);
         let was_idle = cell.idle();

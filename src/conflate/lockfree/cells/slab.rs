@@ -4,7 +4,7 @@
 //! and are freed only with the hub, so a cell's address is stable for the
 //! hub's life: the consumer reads a pending cell's send sequence without the
 //! lock (its stats), and a slab index names one cell until it is freed. A
-//! freed slot is reused for another key under the shard lock; a slot whose key
+//! freed place is reused for another key under the shard lock; a place whose key
 //! is pending at some receiver is never freed (see `Meta::idle`).
 //!
 //! Everything in a cell but its sequence is read and written only under the
@@ -173,10 +173,10 @@ impl<K, V> CellData<K, V> {
         if !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE {
             // The common case: an inline mark.
             // SAFETY: without `HEAP_MARKS` the union holds the inline array.
-            let slot = unsafe { &mut self.marks.inline[id as usize] };
-            let was = *slot & PENDING != 0;
+            let place = unsafe { &mut self.marks.inline[id as usize] };
+            let was = *place & PENDING != 0;
             let now = mark & PENDING != 0;
-            *slot = mark;
+            *place = mark;
             if now && !was {
                 self.meta.0 += 1;
             } else if was && !now {
@@ -242,18 +242,18 @@ impl<K, V> Drop for CellData<K, V> {
     }
 }
 
-/// A slot of the slab: the cell's send sequence (lock-free readable) and the
-/// cell itself (under the shard lock, initialized while the slot is in use).
-pub(crate) struct Slot<K, V> {
-    /// Sends folded into the cell since the slot was first used (never reset:
+/// A place of the slab: the cell's send sequence (lock-free readable) and the
+/// cell itself (under the shard lock, initialized while the place is in use).
+pub(crate) struct Place<K, V> {
+    /// Sends folded into the cell since the place was first used (never reset:
     /// receivers count from the value they saw when their entry started).
     pub(crate) seq: AtomicU64,
     data: UnsafeCell<MaybeUninit<CellData<K, V>>>,
 }
 
-impl<K, V> Slot<K, V> {
+impl<K, V> Place<K, V> {
     fn new() -> Self {
-        Slot {
+        Place {
             seq: AtomicU64::new(0),
             data: UnsafeCell::new(MaybeUninit::uninit()),
         }
@@ -262,7 +262,7 @@ impl<K, V> Slot<K, V> {
     /// The cell.
     ///
     /// # Safety
-    /// The caller holds the shard lock, the slot is in use, and no other
+    /// The caller holds the shard lock, the place is in use, and no other
     /// reference to the cell is live.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn cell(&self) -> &mut CellData<K, V> {
@@ -270,22 +270,22 @@ impl<K, V> Slot<K, V> {
         self.data.with_mut(|p| unsafe { (*p).assume_init_mut() })
     }
 
-    /// Puts a cell in an unused slot.
+    /// Puts a cell in an unused place.
     ///
     /// # Safety
-    /// The caller holds the shard lock and the slot is not in use.
+    /// The caller holds the shard lock and the place is not in use.
     pub(crate) unsafe fn fill(&self, cell: CellData<K, V>) {
         // SAFETY: exclusive by the caller's contract.
         self.data.with_mut(|p| unsafe { (*p).write(cell) });
     }
 
-    /// Takes the cell out of a slot in use, leaving it unused.
+    /// Takes the cell out of a place in use, leaving it unused.
     ///
     /// # Safety
-    /// As [`Slot::cell`]; afterwards the slot is unused.
+    /// As [`Place::cell`]; afterwards the place is unused.
     pub(crate) unsafe fn empty(&self) -> CellData<K, V> {
         // SAFETY: initialized and exclusive by the caller's contract; read
-        // out once (the slot is unused afterwards).
+        // out once (the place is unused afterwards).
         self.data.with_mut(|p| unsafe { (*p).assume_init_read() })
     }
 }
@@ -300,9 +300,9 @@ fn locate(i: u32) -> (usize, usize) {
     (k, shifted - (FIRST << k))
 }
 
-/// The slots of one shard, at stable addresses.
+/// The places of one shard, at stable addresses.
 pub(crate) struct Slab<K, V> {
-    chunks: [AtomicPtr<Slot<K, V>>; CHUNKS],
+    chunks: [AtomicPtr<Place<K, V>>; CHUNKS],
 }
 
 impl<K, V> Slab<K, V> {
@@ -312,27 +312,30 @@ impl<K, V> Slab<K, V> {
         }
     }
 
-    /// Makes sure slot `i` exists (allocating its chunk). Under the shard lock
+    /// Makes sure place `i` exists (allocating its chunk). Under the shard lock
     /// (one writer).
     pub(crate) fn ensure(&self, i: u32) {
         assert!(i < MAX_CELLS, "keybus: too many keys in one shard of a hub");
         let (k, _) = locate(i);
         if self.chunks[k].load(Ordering::Relaxed).is_null() {
-            let chunk: Box<[Slot<K, V>]> = (0..FIRST << k).map(|_| Slot::new()).collect();
+            let chunk: Box<[Place<K, V>]> = (0..FIRST << k).map(|_| Place::new()).collect();
             // Release: a lock-free reader that loads the pointer (Acquire)
-            // sees the initialized slots.
-            self.chunks[k].store(Box::into_raw(chunk).cast::<Slot<K, V>>(), Ordering::Release);
+            // sees the initialized places.
+            self.chunks[k].store(
+                Box::into_raw(chunk).cast::<Place<K, V>>(),
+                Ordering::Release,
+            );
         }
     }
 
-    /// Slot `i`, which [`Slab::ensure`] made.
+    /// Place `i`, which [`Slab::ensure`] made.
     #[inline]
-    pub(crate) fn slot(&self, i: u32) -> &Slot<K, V> {
+    pub(crate) fn place(&self, i: u32) -> &Place<K, V> {
         let (k, off) = locate(i);
         // Acquire: pairs with the Release in `ensure`.
         let chunk = self.chunks[k].load(Ordering::Acquire);
-        assert!(!chunk.is_null(), "a slot is made before it is named");
-        // SAFETY: chunk `k` holds `FIRST << k` slots and `off` is below that
+        assert!(!chunk.is_null(), "a place is made before it is named");
+        // SAFETY: chunk `k` holds `FIRST << k` places and `off` is below that
         // (`locate`); chunks are freed only by `drop(&mut self)`.
         unsafe { &*chunk.add(off) }
     }
@@ -344,8 +347,8 @@ impl<K, V> Drop for Slab<K, V> {
             let p = chunk.load(Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: made by `Box::into_raw` of a slice of `FIRST << k`
-                // slots in `ensure`; the cells in use were dropped by the
-                // owner first (a `Slot` does not drop its cell).
+                // places in `ensure`; the cells in use were dropped by the
+                // owner first (a `Place` does not drop its cell).
                 drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, FIRST << k)) });
             }
         }
@@ -358,7 +361,7 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(std::mem::size_of::<Slot<u64, u64>>(), 48);
+        assert_eq!(std::mem::size_of::<Place<u64, u64>>(), 48);
     }
 
     #[test]
@@ -376,9 +379,9 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for i in 0..1_000 {
             slab.ensure(i);
-            assert!(seen.insert(slab.slot(i) as *const _ as usize));
+            assert!(seen.insert(slab.place(i) as *const _ as usize));
         }
-        assert_eq!(slab.slot(7) as *const _, slab.slot(7) as *const _);
+        assert_eq!(slab.place(7) as *const _, slab.place(7) as *const _);
     }
 
     #[test]

@@ -48,7 +48,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         for c in cells {
             let (s, i) = split(c);
             let sh = self.shards[s].lock();
-            let seq = sh.slot(i).seq.load(Ordering::Relaxed);
+            let seq = sh.place(i).seq.load(Ordering::Relaxed);
             let pushed = rx.queue.push(c, seq);
             let cell = sh.cell(i);
             cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));

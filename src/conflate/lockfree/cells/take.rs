@@ -31,12 +31,12 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         id: u32,
         epoch: u8,
     ) -> Taken<K, V> {
-        let slot = sh.slot(i);
-        let seq = slot.seq.load(Ordering::Relaxed);
-        // SAFETY: lock held (`sh`); slot `i` is in use (the caller's entry
+        let place = sh.place(i);
+        let seq = place.seq.load(Ordering::Relaxed);
+        // SAFETY: lock held (`sh`); place `i` is in use (the caller's entry
         // names it and its mark or deposit keeps it); no other cell reference
         // is live across the uses below.
-        let cell = unsafe { slot.cell() };
+        let cell = unsafe { place.cell() };
         let mark = cell.mark(id);
         if mark & PENDING != 0 && mark_epoch(mark) == epoch {
             // Pending here, so it was not idle.
@@ -82,7 +82,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     ) -> Option<Event<K, V>> {
         let (s, i) = split(cell);
         let sh = self.shards[s].lock();
-        let seq = sh.slot(i).seq.load(Ordering::Relaxed);
+        let seq = sh.place(i).seq.load(Ordering::Relaxed);
         let c = sh.cell(i);
         let mark = c.mark(rx.id);
         if mark & PENDING != 0 && mark_epoch(mark) == epoch {
@@ -112,34 +112,34 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         batch.reserve(entries.len());
         let mut freed = Vec::new();
         for window in entries.chunks(CUT_WINDOW) {
-            // The window's slots, found once and fetched before the locks
+            // The window's places, found once and fetched before the locks
             // are taken (their addresses are stable; reading them waits for
             // the locks).
-            let mut slots: [Option<&Slot<K, V>>; CUT_WINDOW] = [None; CUT_WINDOW];
+            let mut places: [Option<&Place<K, V>>; CUT_WINDOW] = [None; CUT_WINDOW];
             let mut named = 0u64;
             for (n, &(c, _)) in window.iter().enumerate() {
                 let (s, i) = split(c);
                 named |= 1 << s;
-                let slot = self.shards[s].slab.slot(i);
-                prefetch(slot);
-                slots[n] = Some(slot);
+                let place = self.shards[s].slab.place(i);
+                prefetch(place);
+                places[n] = Some(place);
             }
             // Unlocks every shard it holds, also when a clone unwinds.
             let held = Held::lock(self, named);
-            for (&(c, start), slot) in window.iter().zip(slots) {
-                let Some(slot) = slot else {
-                    unreachable!("one slot per entry of the window")
+            for (&(c, start), place) in window.iter().zip(places) {
+                let Some(place) = place else {
+                    unreachable!("one place per entry of the window")
                 };
                 let (s, i) = split(c);
                 let shard = &self.shards[s];
-                // SAFETY: `held` holds shard `s`'s lock; slot `i` is in use
+                // SAFETY: `held` holds shard `s`'s lock; place `i` is in use
                 // (this receiver's entry names it and its mark or deposit
                 // keeps it); one cell reference at a time.
-                let cell = unsafe { slot.cell() };
+                let cell = unsafe { place.cell() };
                 let mark = cell.mark(rx.id);
                 if mark & PENDING != 0 && mark_epoch(mark) == epoch {
                     // The common case, inline: the entry's own mark.
-                    let seq = slot.seq.load(Ordering::Relaxed);
+                    let seq = place.seq.load(Ordering::Relaxed);
                     let key = cell.key.clone();
                     cell.set_mark(rx.id, 0);
                     cell.stamp = STALE;

@@ -44,7 +44,7 @@ mod send;
 mod take;
 
 use super::lock::ShardMutex;
-use super::slab::{pack, unpack, Entry, Keys, Slab, SHARDS};
+use super::slab::{pack, unpack, Keys, Pending, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
 use crate::conflate::common::counters::{bump, Consumed};
 use crate::conflate::common::event::Event;
@@ -234,7 +234,7 @@ pub(crate) struct RxCore<K, V> {
     correction: Option<std::sync::Arc<Correction>>,
 }
 
-fn event<K, V>(entry: Entry<K, V>) -> Event<K, V> {
+fn event<K, V>(entry: Pending<K, V>) -> Event<K, V> {
     Event::new(entry.key, entry.value, entry.sends)
 }
 

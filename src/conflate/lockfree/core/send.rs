@@ -190,7 +190,7 @@ where
         }
         let slab = keys.slab_mut();
         slab.newest = queued.epoch;
-        let stored = slab.insert(Entry {
+        let stored = slab.insert(Pending {
             key,
             value,
             sends,
@@ -224,7 +224,7 @@ where
             .slab
             .as_deref_mut()
             .expect("an indexed entry has a slab");
-        let entry = slab.get_mut(index).expect("the table names full slots");
+        let entry = slab.get_mut(index).expect("the table names full places");
         if entry.epoch != epoch {
             // The entry's value belongs to a cut that has not drained it yet:
             // leave it to the cut and start afresh at the back.
@@ -239,10 +239,10 @@ where
             entry.sends += 1;
             return Delivered::Done;
         }
-        // The merge consumes the pending value: vacate the slot (its index stays
+        // The merge consumes the pending value: vacate the place (its index stays
         // reserved, and table and ticket still name it), and put the entry back
         // only if the merge returns a value.
-        let Entry {
+        let Pending {
             key: own_key,
             value: prev,
             sends,
@@ -256,7 +256,7 @@ where
             Ok(Some(value)) => {
                 slab.restore(
                     index,
-                    Entry {
+                    Pending {
                         key: own_key,
                         value,
                         sends: sends + 1,

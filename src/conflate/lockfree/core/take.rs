@@ -62,7 +62,7 @@ impl<K, V> RxCore<K, V> {
     /// counts the take where senders check the bound, before the key's shard is
     /// released (see `enqueue`).
     fn claim(&self, ticket: Ticket, seg: u32) -> Option<Event<K, V>> {
-        let (shard, index) = unpack(ticket.slot);
+        let (shard, index) = unpack(ticket.place);
         let mut keys = self.shards[shard].lock.lock();
         let found = keys.take_ticket(index, ticket.index, seg);
         if found.is_some() && self.max_pending.is_some() {
@@ -176,7 +176,7 @@ impl<K, V> RxCore<K, V> {
             out.reserve(total);
             for (list, seg) in lists {
                 list.drain(|t| {
-                    let (s, index) = unpack(t.slot);
+                    let (s, index) = unpack(t.place);
                     if let Some(e) = whole[s]
                         .as_deref_mut()
                         .and_then(|slab| slab.take_ticket_whole(index, t.index, seg))
@@ -218,7 +218,7 @@ impl<K, V> RxCore<K, V> {
         let mut later: Vec<(usize, Ticket, u32)> = Vec::new();
         for (list, seg) in lists {
             list.drain(|t| {
-                let (s, index) = unpack(t.slot);
+                let (s, index) = unpack(t.place);
                 if mixed[s] {
                     later.push((out.len(), t, seg));
                     out.push(None);
@@ -232,13 +232,13 @@ impl<K, V> RxCore<K, V> {
         }
         // Stable: queue order within a shard (not needed for the batch's order,
         // which `out` keeps, but it keeps the claims' slab accesses in order).
-        later.sort_by_key(|&(_, t, _)| unpack(t.slot).0);
-        for chunk in later.chunk_by(|a, b| unpack(a.1.slot).0 == unpack(b.1.slot).0) {
-            let shard = &self.shards[unpack(chunk[0].1.slot).0];
+        later.sort_by_key(|&(_, t, _)| unpack(t.place).0);
+        for chunk in later.chunk_by(|a, b| unpack(a.1.place).0 == unpack(b.1.place).0) {
+            let shard = &self.shards[unpack(chunk[0].1.place).0];
             for part in chunk.chunks(CLAIM_CHUNK) {
                 let mut keys = shard.lock.lock();
                 for &(pos, t, seg) in part {
-                    out[pos] = keys.take_ticket(unpack(t.slot).1, t.index, seg).map(event);
+                    out[pos] = keys.take_ticket(unpack(t.place).1, t.index, seg).map(event);
                 }
             }
         }
@@ -278,7 +278,7 @@ where
                 return None;
             }
             let ticket = local.private.front().expect("refilled");
-            let (shard, index) = unpack(ticket.slot);
+            let (shard, index) = unpack(ticket.place);
             let keys = self.shards[shard].lock.lock();
             let found = keys
                 .slab

@@ -3,12 +3,12 @@
 //!
 //! An entry names a hub cell (its `CellId`) and the cell's send sequence when
 //! the key became pending at this receiver (so `Event::sends` is the cell's
-//! sequence at the take minus it). Entries live in blocks of `BLOCK_CAP` slots
+//! sequence at the take minus it). Entries live in blocks of `BLOCK_CAP` places
 //! linked in push order, as in crossbeam-channel's list flavour: a producer
 //! claims a position with one compare-and-swap on the *tail word*, then writes
-//! its slot and marks it ready; the consumer reads positions in order, waiting
-//! for a claimed slot to be written. The consumer frees a block once it has
-//! read every slot of it.
+//! its place and marks it ready; the consumer reads positions in order, waiting
+//! for a claimed place to be written. The consumer frees a block once it has
+//! read every place of it.
 //!
 //! The tail word carries, besides the position, what must change in the same
 //! step as a push:
@@ -29,8 +29,8 @@
 //!   modification order decides.
 //!
 //! Positions advance in laps of `LAP`; offset `BLOCK_CAP` of a lap is never a
-//! slot: a tail word with that offset means the producer of the block's last
-//! slot is installing the next block, and other producers wait for it.
+//! place: a tail word with that offset means the producer of the block's last
+//! place is installing the next block, and other producers wait for it.
 
 mod push;
 mod read;
@@ -43,7 +43,7 @@ use std::ptr;
 /// Positions per lap; the last one of each lap is the "next block" marker.
 /// Small under loom and shuttle, so that small models cross block boundaries.
 const LAP: u64 = if cfg!(any(loom, shuttle)) { 4 } else { 32 };
-/// Slots per block.
+/// Places per block.
 const BLOCK_CAP: u64 = LAP - 1;
 
 const PARKED: u64 = 1;
@@ -72,9 +72,9 @@ impl Block {
         })
     }
 
-    /// Waits until the producer of this block's last slot has linked the next
-    /// block (it does so before it writes that slot, so this returns at once
-    /// for a consumer that read the last slot).
+    /// Waits until the producer of this block's last place has linked the next
+    /// block (it does so before it writes that place, so this returns at once
+    /// for a consumer that read the last place).
     fn wait_next(&self) -> *mut Block {
         let backoff = Backoff::new();
         loop {
@@ -132,7 +132,7 @@ fn end_word(_head: &Head, count_end: u64) -> u64 {
     pos << POS_SHIFT
 }
 
-/// Entries (slots, not markers) before position `pos`.
+/// Entries (places, not markers) before position `pos`.
 fn count(pos: u64) -> u64 {
     pos / LAP * BLOCK_CAP + pos % LAP
 }

@@ -18,7 +18,7 @@ impl Queue {
     /// (only, at a block boundary, for the producer installing the next block).
     #[inline]
     pub(crate) fn push(&self, cell: CellId, start: u64) -> Pushed {
-        // The common case: a slot inside an installed block, no contention.
+        // The common case: a place inside an installed block, no contention.
         let tail = self.tail.load(Ordering::Acquire);
         let block = self.tail_block.load(Ordering::Acquire);
         let offset = Tail(tail).pos() % LAP;
@@ -33,7 +33,7 @@ impl Queue {
                 // SAFETY: the claim succeeded on a word whose position lies
                 // in `block` (producers load the tail before the block, and
                 // the block changes only after the tail passed its marker);
-                // the consumer frees it only after reading this slot.
+                // the consumer frees it only after reading this place.
                 let b = unsafe { &*block };
                 let i = offset as usize;
                 b.starts[i].store(start, Ordering::Relaxed);
@@ -98,7 +98,7 @@ impl Queue {
             let claimed = (tail + POS_ONE) & !PARKED;
             // AcqRel: Acquire so a producer that lands after a cut sees what
             // the cut published; Release for the consumer's view of the tail
-            // (the slot itself is published by its own Release store below).
+            // (the place itself is published by its own Release store below).
             match self.tail.compare_exchange_weak(
                 tail,
                 claimed,
@@ -117,18 +117,18 @@ impl Queue {
                         // park on the word is never lost.
                         self.tail.fetch_add(POS_ONE, Ordering::AcqRel);
                         // SAFETY: `b` is the block this producer claimed a
-                        // slot in; the consumer frees it only after reading
-                        // every slot, including the one written below.
+                        // place in; the consumer frees it only after reading
+                        // every place, including the one written below.
                         unsafe { (*b).next.store(next, Ordering::Release) };
                     }
                     // SAFETY: as above: the block lives until the consumer
-                    // has read this slot, which waits for the store below.
-                    let slot = unsafe { &*b };
+                    // has read this place, which waits for the store below.
+                    let place = unsafe { &*b };
                     let i = offset as usize;
-                    slot.starts[i].store(start, Ordering::Relaxed);
+                    place.starts[i].store(start, Ordering::Relaxed);
                     // Release: the consumer's Acquire load of the id sees the
                     // start too.
-                    slot.cells[i].store(cell + 1, Ordering::Release);
+                    place.cells[i].store(cell + 1, Ordering::Release);
                     if let Some(unused) = next_block {
                         // Allocated for a boundary another producer took.
                         self.keep_spare(unused);

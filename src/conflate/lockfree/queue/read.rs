@@ -37,10 +37,10 @@ impl Queue {
 
     /// Reads the next entry at `head` if its position is below `end` (a
     /// position from a tail word): `(cell, start)`. Waits for a producer that
-    /// claimed the slot but has not written it yet. Consumer only.
+    /// claimed the place but has not written it yet. Consumer only.
     #[inline]
     pub(crate) fn pop(&self, head: &mut Head, end: Tail) -> Option<(CellId, u64)> {
-        // The common case: a written slot inside the current block.
+        // The common case: a written place inside the current block.
         let offset = head.pos % LAP;
         if !head.block.is_null() && offset < BLOCK_CAP && count(head.pos) < count(end.pos()) {
             // SAFETY: the block is live (only the consumer frees blocks).
@@ -82,8 +82,8 @@ impl Queue {
             }
             let offset = head.pos % LAP;
             if offset == BLOCK_CAP {
-                // Past the block's last slot: on to the next block, and free
-                // this one (every slot in it was read).
+                // Past the block's last place: on to the next block, and free
+                // this one (every place in it was read).
                 // SAFETY: `head.block` is live: only the consumer frees blocks,
                 // and it frees this one here, once.
                 let next = unsafe { (*head.block).wait_next() };
@@ -98,7 +98,7 @@ impl Queue {
                     seen.lap_start = head.pos;
                 }
                 self.publish(head);
-                // SAFETY: every producer that claimed a slot in this block has
+                // SAFETY: every producer that claimed a place in this block has
                 // written it (the consumer read them all) and touches the
                 // block no more; the next block is linked; no reader can
                 // still see it (the block change above).
