@@ -195,7 +195,7 @@
 //! appends run meanwhile (tested in `src/broadcast/lockfree/tests.rs`). Nodes are freed
 //! when the ring is; readers otherwise cost nothing in the buffer (a `Reader` is
 //! a handle, a cursor and the parking state of its `Stream` form). Details:
-//! docs/design.md, section Broadcast.
+//! `docs/design.md`, "Broadcast: the design", in the repository.
 //!
 //! # Performance
 //!

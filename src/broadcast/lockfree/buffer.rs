@@ -1,4 +1,7 @@
 //! The lock-free [`Buffer`]: the append side and the paging reads of one ring.
+//!
+//! The argument: `docs/design.md`, "Broadcast: the state word (writer lock,
+//! tail, close, parking)" and "Broadcast: cost per append and per read".
 
 use super::ring::Ring;
 use crate::appending::Appending;

@@ -1,6 +1,7 @@
 //! The writer's supply of nodes: evicted nodes are recycled once no read has them
 //! pinned, so a full-ring append allocates nothing in steady state
-//! (docs/design.md, section Broadcast: reclamation and the memory bound).
+//! (docs/design.md, "Broadcast: reclamation" and "Broadcast: memory bound
+//! while a reader is stalled").
 //!
 //! Everything here runs under the ring's writer lock; readers never see the pool.
 //!

@@ -1,4 +1,7 @@
 //! A cursor over a buffer: one reader's independent position in the history.
+//!
+//! The argument: `docs/design.md`, "Broadcast: cursors and generations" and
+//! "Broadcast: the state word (writer lock, tail, close, parking)".
 
 use super::ring::Ring;
 use crate::broadcast::cursor::{check_generation, Cursor};

@@ -30,6 +30,9 @@
 //! Release and the swap Acquire, so the listener registered before the
 //! `fetch_or` happens before that `notify`, which therefore wakes it. No `SeqCst`
 //! fence is needed on either side.
+//!
+//! The argument: `docs/design.md`, "Broadcast: the state word (writer lock,
+//! tail, close, parking)" and "Broadcast: place protocol".
 
 use super::place::{Place, PlaceRead};
 use super::pool::Pool;

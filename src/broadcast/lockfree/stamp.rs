@@ -1,5 +1,7 @@
 //! The per-place sequence stamp: which revision a ring place holds, and whether it
 //! is being rewritten.
+//!
+//! The argument: `docs/design.md`, "Broadcast: place protocol".
 
 use crate::sync::{AtomicU64, Ordering};
 

@@ -100,8 +100,8 @@ impl Drop for Gate {
     }
 }
 
-/// The memory bound while readers are stalled (docs/design.md, section
-/// Broadcast: memory bound): `k` reads stalled inside `T::clone` keep at most `k`
+/// The memory bound while readers are stalled (docs/design.md, "Broadcast:
+/// memory bound while a reader is stalled"): `k` reads stalled inside `T::clone` keep at most `k`
 /// extra value nodes alive, however many appends run meanwhile; the writer never
 /// waits for them; each stalled read still returns the revision it started.
 #[test]

@@ -6,6 +6,8 @@
 //! Every counter here is written by one thread at a time (under a lock the
 //! writer holds anyway: a plain load and store, no read-modify-write).
 //! Readers never take a lock, so a stats read never blocks a sender.
+//!
+//! The argument: `docs/design.md`, "Accounting".
 
 use super::stats::HubStats;
 use crate::sync::{AtomicU64, Ordering};

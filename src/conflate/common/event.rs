@@ -1,4 +1,6 @@
 //! [`Event`], what a conflate receiver of either implementation delivers.
+//!
+//! The argument: `docs/design.md`, "Conflate rules".
 
 /// One delivery from a [`conflate`](crate::conflate) receiver: the latest merged
 /// value of `key`, and how many sends were merged into it.

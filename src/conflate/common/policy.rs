@@ -1,5 +1,8 @@
 //! Per-receiver coalescing policy shared by both `conflate` implementations: which
 //! keys a receiver takes, and how a send merges into a pending slot.
+//!
+//! The argument: `docs/design.md`, "Conflate rules" and "Two kinds of
+//! receiver".
 
 use std::fmt;
 use std::sync::Arc;

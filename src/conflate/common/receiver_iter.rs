@@ -2,6 +2,8 @@
 //! implementations: `Iter` (blocking, one `recv` per item) and `TryIter` (one
 //! `try_recv` per item). Each ends at the first error, so `Iter` ends when the
 //! receiver closes and `TryIter` also when nothing is pending.
+//!
+//! The argument: `docs/design.md`, "Parking without lost wake-ups".
 
 /// Defines `Iter` and `TryIter` next to the `Receiver<K, V>` in scope, which
 /// must have `recv` and `try_recv` returning `Result<Event<K, V>, _>`.

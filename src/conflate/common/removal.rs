@@ -1,6 +1,7 @@
 //! Key removal for both `conflate` implementations: the hub's tombstone test,
 //! the merge rule that keeps a key's lives apart, and the consumer-side record
-//! of which keys a receiver has seen (docs/design.md, "Removal").
+//! of which keys a receiver has seen (docs/design.md, "Removal: a tombstone
+//! is a send, the consumer decides").
 //!
 //! A tombstone is an ordinary send: it travels every path a value travels
 //! (cells, deposits, own-value slots, the baseline's queue), so removal adds no

@@ -173,8 +173,10 @@ pub struct ReceiverInfo {
 }
 
 impl ReceiverStats {
-    /// Builds the public value from counters read in the order `Counted::read`
-    /// documents: `pending_sends` is what `received` has not yet accounted for.
+    /// Builds the public value from counters read `received` last (the order
+    /// `RxCore::queue_stats` in the lock-free hub and `RxCounters::read` in the
+    /// baseline keep): `pending_sends` is what `received` has not yet
+    /// accounted for.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn derived(
         received: u64,

@@ -1,6 +1,9 @@
 //! The lock-free [`HubBuilder`] and [`ReceiverBuilder`]: a hub's merge,
 //! table and tombstones; a receiver's filter, merge, bound and snapshot, and
 //! which kind of receiver `build` registers (cell or own-value).
+//!
+//! The argument: `docs/design.md`, "Two kinds of receiver" and "Snapshot
+//! registration is one instant".
 
 use super::cell_local::CellLocal;
 use super::core::RxCore;

@@ -1,5 +1,8 @@
 //! The lock-free [`Hub`]: the construction handle, its state-table reads, its
 //! closes and its receiver list.
+//!
+//! The argument: `docs/design.md`, "The state table is the cells" and "Close
+//! versus send".
 
 use super::sender::Sender;
 use super::shared::Shared;

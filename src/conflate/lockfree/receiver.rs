@@ -4,7 +4,10 @@
 //! a **cell receiver** (every key, the hub's newer-wins merge, unbounded:
 //! `cell_rx.rs`) shares the hub's cells and keeps only its first-touch queue;
 //! an **own-value receiver** (a key filter, its own merge, `max_pending`, or
-//! a hub with its own merge: `core.rs`) keeps its pending values itself.
+//! a hub with its own merge: `core/`) keeps its pending values itself.
+//!
+//! The argument: `docs/design.md`, "Two kinds of receiver" and "Parking without
+//! lost wake-ups".
 
 use super::cell_local::CellLocal;
 use super::cell_rx::CellRx;

@@ -1,4 +1,7 @@
 //! The send side: a cheap handle; a send takes no lock shared by the whole bus.
+//!
+//! The argument: `docs/design.md`, "Sends in flight: one stripe per thread",
+//! "Close versus send" and "One hash per send".
 
 use super::core::RxCore;
 use super::registry::Listed;

@@ -1,5 +1,8 @@
 //! What every handle of one hub shares: the state word, the stripes, the
 //! receiver registry, the cells, the clock, the hasher and the hub's merge.
+//!
+//! The argument: `docs/design.md`, "The registry", "Registration versus send"
+//! and "Snapshot registration is one instant".
 
 use super::barrier;
 use super::cell_rx::CellRx;

@@ -10,7 +10,7 @@
 //!
 //! An entry is *indexed* (in the table: a send for its key finds it) or
 //! *detached* (only its ticket reaches it: a send found it owned by a cut and
-//! started a fresh entry for the key; see `core.rs`, `coalesce`). Every
+//! started a fresh entry for the key; see `core/send.rs`, `coalesce`). Every
 //! operation here runs under the shard's lock and runs no user code but `K`'s
 //! `Eq` in [`Keys::find`] and the drops of keys and values.
 
@@ -21,7 +21,7 @@ use std::num::NonZeroU32;
 /// Bits of a packed place that name the shard.
 pub(crate) const SHARD_BITS: u32 = 3;
 
-/// Shards per receiver (see `core.rs` for why eight).
+/// Shards per receiver (see `core/` for why eight).
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Slab indices are below this, so a packed place is never `u32::MAX` (the
@@ -61,7 +61,7 @@ pub(crate) struct Pending<K, V> {
     /// The low 32 bits of the hub's hash of `key` (see [`table_hash`]).
     pub(crate) hash: u32,
     /// The cut epoch the value became pending in (wrapping: live entries are of
-    /// the current epoch or the one before, see `core.rs`, `cut`).
+    /// the current epoch or the one before, see `core/take.rs`, `cut_into`).
     pub(crate) epoch: u32,
     /// The segment of the ticket list its ticket was pushed into (wrapping).
     pub(crate) seg: u32,
@@ -250,7 +250,7 @@ impl<K, V> Slab<K, V> {
 /// One shard's keys: the table of indexed entries and the slab that holds them.
 /// The slab is boxed and made at the shard's first entry, so an idle shard is
 /// the table's empty header and one null pointer (a shard is one cache line
-/// with its lock and counter; see `core.rs`, `Shard`).
+/// with its lock and counter; see `core/mod.rs`, `Shard`).
 pub(crate) struct Keys<K, V> {
     pub(crate) table: HashTable<u32>,
     pub(crate) slab: Option<Box<Slab<K, V>>>,

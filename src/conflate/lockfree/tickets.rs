@@ -2,7 +2,7 @@
 //! *tickets*, one per pending key, in the order the keys became pending.
 //!
 //! A ticket names a pending entry without owning it: the entry lives in its
-//! shard's slab (see `core.rs`), and the ticket holds only where, its shard and
+//! shard's slab (see `core/`), and the ticket holds only where, its shard and
 //! slab index packed in one word (`place`). No copy of the key, no hash: claiming
 //! a ticket is an index, not a probe. The entry in turn records where its ticket
 //! is (the list's *segment* and the ticket's index in it), which is what tells a
@@ -12,6 +12,8 @@
 //! tickets and its size stays bounded by the pending key set.
 //!
 //! A node is 12 bytes (place, prev, next).
+//!
+//! The argument: `docs/design.md`, "Own-value receivers: the core".
 
 const NIL: u32 = u32::MAX;
 

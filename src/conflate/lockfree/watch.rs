@@ -7,6 +7,8 @@
 //! consumer writes) and, for a cell receiver, the consumer's published head
 //! (`Queue::for_each_seen`). Nothing here is written by a send for the
 //! watch's sake.
+//!
+//! The argument: `docs/design.md`, "Accounting".
 
 use super::cell_rx::CellRx;
 use super::core::RxCore;

@@ -10,6 +10,8 @@
 //! Everything in a cell but its sequence is read and written only under the
 //! shard's lock (`Shard::lock`); the sequence is an atomic written under it
 //! and read anywhere.
+//!
+//! The argument: `docs/design.md`, "One cell per key".
 
 use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
 use std::mem::{ManuallyDrop, MaybeUninit};
