@@ -12,7 +12,7 @@ use std::fmt;
 use std::hash::Hash;
 
 /// The construction handle of one conflate bus: mints [`Sender`]s and
-/// [`Receiver`]s, and can tear the whole bus down.
+/// [`Receiver`](super::Receiver)s, and can tear the whole bus down.
 ///
 /// Cheap to clone (one reference count), `Send + Sync`. A `Hub` counts as a
 /// send handle: the send side closes gracefully when every `Hub` clone and every
@@ -133,6 +133,11 @@ where
 impl<K, V> Hub<K, V> {
     #[cfg(test)]
     pub(super) fn side_shared(&self) -> &Shared<K, V> {
+        &self.side.shared
+    }
+
+    /// What every handle of this hub shares (for the builders).
+    pub(super) fn shared(&self) -> &Arc<Shared<K, V>> {
         &self.side.shared
     }
 

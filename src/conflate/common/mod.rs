@@ -6,6 +6,7 @@
 //! (`reentrancy.rs`), the receivers' iterators (`receiver_iter.rs`) and the
 //! key hasher (`hash.rs`).
 
+pub(crate) mod builder;
 pub(crate) mod counters;
 pub(crate) mod event;
 pub(crate) mod hash;

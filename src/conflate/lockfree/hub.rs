@@ -16,7 +16,7 @@ use std::hash::Hash;
 
 /// The construction handle of a conflate bus: a cheap `Clone` handle, `Send +
 /// Sync`. Holding a hub keeps the send side open; see the
-/// [module docs](self#closing).
+/// [module docs](crate::conflate#closing).
 pub struct Hub<K, V> {
     pub(super) shared: Arc<Shared<K, V>>,
 }
@@ -157,7 +157,7 @@ where
 
     /// Hard close: the send side and every receiver close now, nothing drains
     /// (pending values are dropped and counted in each receiver's
-    /// [`ReceiverStats::dropped`]), and receivers made afterwards are born
+    /// [`ReceiverStats::dropped`](crate::ReceiverStats::dropped)), and receivers made afterwards are born
     /// closed. Idempotent. For a shutdown that delivers what is pending, use
     /// [`close_graceful`](Self::close_graceful).
     ///
@@ -224,6 +224,13 @@ where
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.shared.state.load().hub_closed()
+    }
+}
+
+impl<K, V> Hub<K, V> {
+    /// What every handle of this hub shares (for the builders).
+    pub(super) fn shared(&self) -> &Arc<Shared<K, V>> {
+        &self.shared
     }
 }
 

@@ -88,7 +88,7 @@ where
     ///
     /// # Panics
     /// If a receiver's key filter or merge panics, the panic propagates here after
-    /// the bus was repaired (see the [module docs](super#panics-in-user-code)).
+    /// the bus was repaired (see the [module docs](crate::conflate#panics-in-user-code)).
     #[inline]
     pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;

@@ -167,6 +167,11 @@ impl<K, V> Shared<K, V> {
         lock(&self.writer)
     }
 
+    /// Whether the hub keeps a state table (`HubBuilder::retain_latest`).
+    pub(crate) fn retains(&self) -> bool {
+        self.retain
+    }
+
     /// The key's hash, computed once per send and reused for every receiver's
     /// shard choice and probe (docs/design.md, "One hash per send").
     pub(crate) fn hash(&self, key: &K) -> u64
