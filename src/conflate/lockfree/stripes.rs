@@ -441,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn stripes_are_exact_across_many_threads_and_reused_slots() {
+    fn stripes_are_exact_across_many_threads_and_reused_thread_indices() {
         // Smaller under miri, which runs every step of every thread.
         let (threads, per, serial) = if cfg!(miri) {
             (70, 3, 5)

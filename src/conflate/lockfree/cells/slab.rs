@@ -367,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn indices_map_to_distinct_stable_slots() {
+    fn indices_map_to_distinct_stable_places() {
         for (i, want) in [
             (0, (0, 0)),
             (31, (0, 31)),
