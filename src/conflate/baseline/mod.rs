@@ -177,6 +177,7 @@ mod shared;
 mod state;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 pub use crate::{
     Event, HubStats, ReceiverInfo, ReceiverStats, RecvError, RecvTimeoutError, SendError,
@@ -184,5 +185,6 @@ pub use crate::{
 };
 pub use builder::{HubBuilder, ReceiverBuilder};
 pub use hub::Hub;
-pub use receiver::{Iter, Receiver, ReceiverWatch, TryIter};
+pub use receiver::{Iter, Receiver, TryIter};
 pub use sender::Sender;
+pub use watch::ReceiverWatch;

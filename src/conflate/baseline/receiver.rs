@@ -4,11 +4,12 @@
 
 use super::queue::KeyQueue;
 use super::shared::{Registration, RxCounters, Shared};
+use super::watch::ReceiverWatch;
 use crate::conflate::common::event::Event;
 use crate::conflate::common::removal::Seen;
 use crate::conflate::common::stats::ReceiverStats;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::sync::{Arc, Listener, Notify, Ordering};
+use crate::sync::{Arc, Listener, Notify};
 use crate::wait::{block, poll_attempt, WaitFuture};
 use futures_core::Stream;
 use std::fmt;
@@ -189,67 +190,7 @@ impl<K, V> Receiver<K, V> {
     /// assert_eq!(watch.stats().pending, 0);
     /// ```
     pub fn watch(&self) -> ReceiverWatch<K, V> {
-        ReceiverWatch {
-            counters: self.counters.clone(),
-            values: std::marker::PhantomData,
-        }
-    }
-}
-
-/// A read-only view of one [`Receiver`], from [`Receiver::watch`]: its stats,
-/// name and whether it is closed, for a task that does not own it.
-///
-/// `Clone + Send + Sync`; a clone is one reference count. It outlives its
-/// receiver (then reporting the final stats, and closed) and does not keep
-/// the send side open.
-pub struct ReceiverWatch<K, V> {
-    counters: Arc<RxCounters>,
-    values: std::marker::PhantomData<fn() -> (K, V)>,
-}
-
-impl<K, V> ReceiverWatch<K, V> {
-    /// The receiver's accounting, as [`Receiver::stats`] returns it: the same
-    /// counters, lock-free loads; never blocks a sender.
-    pub fn stats(&self) -> ReceiverStats {
-        self.counters.read()
-    }
-
-    /// The name given with [`ReceiverBuilder::name`](super::ReceiverBuilder::name), if any.
-    pub fn name(&self) -> Option<&str> {
-        self.counters.name.as_deref()
-    }
-
-    /// The receiver's number on its hub ([`ReceiverInfo::id`](crate::ReceiverInfo::id)).
-    pub fn id(&self) -> u64 {
-        self.counters.id
-    }
-
-    /// Whether the receiver's next receive would answer `Closed`: closed,
-    /// dropped or torn down, or the send side closed and nothing is pending.
-    /// Lock-free loads (Acquire, pairing with the Release stores made under
-    /// the hub mutex).
-    pub fn is_closed(&self) -> bool {
-        let c = &*self.counters;
-        c.closed.load(Ordering::Acquire)
-            || (c.tx_closed.load(Ordering::Acquire) && self.stats().pending == 0)
-    }
-}
-
-impl<K, V> Clone for ReceiverWatch<K, V> {
-    fn clone(&self) -> Self {
-        ReceiverWatch {
-            counters: self.counters.clone(),
-            values: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<K, V> fmt::Debug for ReceiverWatch<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReceiverWatch")
-            .field("id", &self.id())
-            .field("name", &self.name())
-            .finish_non_exhaustive()
+        ReceiverWatch::new(self.counters.clone())
     }
 }
 
