@@ -6,8 +6,9 @@ use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::{Arc, Ordering};
 use std::fmt;
 
-/// A read-only view of one [`Receiver`](super::Receiver), from [`Receiver::watch`](super::Receiver::watch): its stats,
-/// name and whether it is closed, for a task that does not own it.
+/// A read-only view of one [`Receiver`](super::Receiver), from
+/// [`Receiver::watch`](super::Receiver::watch): its stats, name and whether it
+/// is closed, for a task that does not own it.
 ///
 /// `Clone + Send + Sync`; a clone is one reference count. It outlives its
 /// receiver (then reporting the final stats, and closed) and does not keep
@@ -25,7 +26,8 @@ impl<K, V> ReceiverWatch<K, V> {
         }
     }
 
-    /// The receiver's accounting, as [`Receiver::stats`](super::Receiver::stats) returns it: the same
+    /// The receiver's accounting, as
+    /// [`Receiver::stats`](super::Receiver::stats) returns it: the same
     /// counters, lock-free loads; never blocks a sender.
     pub fn stats(&self) -> ReceiverStats {
         self.counters.read()

@@ -157,8 +157,9 @@ where
 
     /// Hard close: the send side and every receiver close now, nothing drains
     /// (pending values are dropped and counted in each receiver's
-    /// [`ReceiverStats::dropped`](crate::ReceiverStats::dropped)), and receivers made afterwards are born
-    /// closed. Idempotent. For a shutdown that delivers what is pending, use
+    /// [`ReceiverStats::dropped`](crate::ReceiverStats::dropped)), and
+    /// receivers made afterwards are born closed. Idempotent. For a shutdown
+    /// that delivers what is pending, use
     /// [`close_graceful`](Self::close_graceful).
     ///
     /// ```

@@ -1,5 +1,6 @@
 //! The lock of one shard of the hub's cells (and of an own-value receiver's
-//! shards and queue): one read-modify-write per critical section (docs/design.md, "Locks that cost one RMW").
+//! shards and queue): one read-modify-write per critical section
+//! (docs/design.md, "Locks that cost one RMW").
 //!
 //! Acquire is a compare-and-swap, release a plain Release store: half the
 //! locked instructions of `std::sync::Mutex` (whose release is a swap, so that

@@ -2,9 +2,10 @@
 //! (`hub.rs`, `builder.rs`, `sender.rs`, `receiver.rs`, `watch.rs`), what
 //! every handle shares (`shared.rs`, `state.rs`, `registry.rs`), the sends in
 //! flight (`stripes.rs`, `barrier.rs`), the hub's per-key cells and the cell
-//! receivers' queues (`cells/`, `lock.rs`, `cell_rx.rs`, `cell_local.rs`, `queue/`), and the
-//! receivers with their own values (`core/`, `slab.rs`, `tickets.rs`).
-//! `docs/design.md`, "Conflate: the design", argues each protocol.
+//! receivers' queues (`cells/`, `lock.rs`, `cell_rx.rs`, `cell_local.rs`,
+//! `queue/`), and the receivers with their own values (`core/`, `slab.rs`,
+//! `tickets.rs`). `docs/design.md`, "Conflate: the design", argues each
+//! protocol.
 
 mod barrier;
 mod builder;

@@ -52,7 +52,7 @@ const POS_ONE: u64 = 1 << POS_SHIFT;
 const EPOCH_SHIFT: u32 = 56;
 const POS_MASK: u64 = ((1 << EPOCH_SHIFT) - 1) & !PARKED;
 
-/// A cell's name: shard and slab index in one word (see `cells/`).
+/// A cell's name: shard and slab index in one word (see `conflate/lockfree/cells/`).
 pub(crate) type CellId = u32;
 
 /// One block of entries. `cells[i]` is the entry's cell id plus one (0: not
