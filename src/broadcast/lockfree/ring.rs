@@ -17,22 +17,11 @@
 //!   before its last look; cleared by every publishing swap, which then calls
 //!   `notify`. An append with no reader parking thus pays no wake-up check at all.
 //!
-//! So an append costs one compare-and-swap to lock and one swap to publish and
-//! unlock; a reader gets the tail and the close flag from one Acquire load.
 //! Revisions stay below 2^61 (73 years of appends at one per nanosecond).
 //!
-//! Why no wake-up is lost: the reader's `fetch_or(PARKING)` and the writer's
-//! publishing swap are read-modify-writes of one word, so one of them comes
-//! first in its modification order. If the swap is first, the reader's last look
-//! (a load sequenced after its `fetch_or`) reads the swap or a later value, and
-//! finds the new tail. If the `fetch_or` is first, the swap (or an earlier
-//! publishing swap after it) reads `PARKING` and notifies; the `fetch_or` is
-//! Release and the swap Acquire, so the listener registered before the
-//! `fetch_or` happens before that `notify`, which therefore wakes it. No `SeqCst`
-//! fence is needed on either side.
-//!
-//! The argument: `docs/design.md`, "Broadcast: the state word (writer lock,
-//! tail, close, parking)" and "Broadcast: place protocol".
+//! Why no wake-up is lost, what an append costs and the rest of the argument:
+//! `docs/design.md`, "Broadcast: the state word (writer lock, tail, close,
+//! parking)" and "Broadcast: place protocol".
 
 use super::place::{Place, PlaceRead};
 use super::pool::Pool;
