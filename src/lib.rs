@@ -35,16 +35,9 @@ pub mod conflate;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 
+mod appending;
 mod error;
-mod event;
-mod generation;
-mod hub_word;
 mod padding;
-mod policy;
-mod receiver_iter;
-mod reentrancy;
-mod removal;
-mod stats;
 mod sync;
 mod unwind_safety;
 mod wait;
@@ -58,6 +51,6 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 mod must_use_checks;
 
+pub use broadcast::Entry;
+pub use conflate::{Event, HubStats, ReceiverInfo, ReceiverStats};
 pub use error::{AppendError, ReadError, RecvError, RecvTimeoutError, SendError, TryRecvError};
-pub use event::{Entry, Event};
-pub use stats::{HubStats, ReceiverInfo, ReceiverStats};

@@ -13,6 +13,8 @@
 //! with a fast producer the value is usually there by then, and a park/unpark pair
 //! costs a system call on each side. Once the backoff is spent the thread parks and
 //! uses no CPU while idle. Async waits never spin.
+//!
+//! The argument: `docs/design.md`, "Parking without lost wake-ups".
 
 #[allow(unused_imports)]
 use crate::sync::ListenerExt as _;
@@ -53,7 +55,7 @@ fn full_fence() {
 /// supplied by the caller: `arm` must make the last look and the notifier's
 /// check agree (either the notifier sees this listener, or the look sees what
 /// the notifier published). A caller whose notifier skips `notify` unless a
-/// waiter announced itself announces itself in `arm` (see `broadcast/ring.rs`).
+/// waiter announced itself announces itself in `arm` (see `broadcast/lockfree/ring.rs`).
 pub(crate) fn block_armed<R>(
     notify: &Notify,
     deadline: Option<Instant>,

@@ -65,7 +65,7 @@
 //!   (only Acquire/Release and read-modify-writes), so nothing is weakened.
 //! - The pool's allocation path beyond a few nodes, the memory bound under many
 //!   stalled readers, and node counts are checked by the unit tests
-//!   (`src/broadcast/tests.rs`, also under Miri), not here.
+//!   (`src/broadcast/lockfree/tests.rs`, also under Miri), not here.
 //! - Wake-ups go through a stand-in for `event-listener` (`src/sync.rs`,
 //!   `model_notify`) whose `notify` has the lock-free early-out of
 //!   `event-listener` 5.0 to 5.3.0: after a `SeqCst` fence, an Acquire load of a

@@ -1,5 +1,5 @@
 //! Loom models of the hub's cells and the registry around them
-//! (`src/conflate/cells/`, `registry.rs`, `shared.rs`; docs/design.md, "One
+//! (`src/conflate/lockfree/cells/`, `registry.rs`, `shared.rs`; docs/design.md, "One
 //! cell per key"), through the public API: receiver ids reused only after the
 //! marks of their last owner are gone, and a snapshot registration that holds
 //! off every send in flight, also one that entered before a plain

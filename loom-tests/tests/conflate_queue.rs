@@ -1,4 +1,4 @@
-//! Loom models of a cell receiver's first-touch queue (`src/conflate/queue.rs`,
+//! Loom models of a cell receiver's first-touch queue (`src/conflate/lockfree/queue/`,
 //! docs/design.md, "The first-touch queue"): producers claim positions with one
 //! CAS on the tail word, which also carries the cut epoch and the parked bit.
 //! Under loom a block holds 3 entries, so these models cross block boundaries

@@ -1,5 +1,5 @@
 //! Loom models of the sends-in-flight stripes against a close
-//! (`src/conflate/stripes.rs`, `barrier.rs`; docs/design.md, "Sends in flight:
+//! (`src/conflate/lockfree/stripes.rs`, `barrier.rs`; docs/design.md, "Sends in flight:
 //! one stripe per thread"). Under loom both sides of the asymmetric fence are
 //! `SeqCst` fences, which loom models: these check the Dekker pairing itself.
 //!

@@ -3,6 +3,8 @@
 //! Shared by `broadcast` and `baseline::broadcast`: generations are unique across
 //! both kinds of buffer in one process, so a cursor of one kind is foreign to
 //! every buffer but the one it came from.
+//!
+//! The argument: `docs/design.md`, "Broadcast: cursors and generations".
 
 use crate::ReadError;
 use std::error::Error;

@@ -1,9 +1,0 @@
-//! The same public API as [`crate::conflate`] and [`crate::broadcast`], implemented
-//! the plain way: one mutex per hub / per buffer, like the Go originals.
-//!
-//! It is the oracle the differential tests compare against and the reference every
-//! benchmark reports its ratios to. It is also a fine choice when contention is low
-//! and simplicity matters more than throughput.
-
-pub mod broadcast;
-pub mod conflate;

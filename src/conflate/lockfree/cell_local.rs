@@ -1,0 +1,252 @@
+//! A cell receiver's consumer side ([`CellLocal`], owned by its `Receiver`)
+//! and the cell receiver's reads of the hub's cells: its stats and the clean-up
+//! after its deregistration (docs/design.md, "One cell per key", "The cut is
+//! one instant"). The receiver's shared part is `cell_rx.rs`.
+
+use super::cell_rx::CellRx;
+use super::cells::Cells;
+use super::queue::{CellId, Head};
+use crate::conflate::common::event::Event;
+use crate::conflate::common::stats::ReceiverStats;
+use crate::sync::{lock, AtomicU64, Ordering};
+
+/// The consumer's side of a cell receiver (owned by its `Receiver`).
+pub(crate) struct CellLocal<K, V> {
+    head: Head,
+    /// The cut epoch the consumer is in (it is the only one that moves it).
+    epoch: u8,
+    /// The pending entries were given up (after a close): `head` is no longer
+    /// the consumer's.
+    let_go: bool,
+    /// A cut's entries, kept for the next cut (its capacity).
+    entries: Vec<(CellId, u64)>,
+    values: std::marker::PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Default for CellLocal<K, V> {
+    fn default() -> Self {
+        CellLocal {
+            head: Head::default(),
+            epoch: 0,
+            let_go: false,
+            entries: Vec::new(),
+            values: std::marker::PhantomData,
+        }
+    }
+}
+
+impl CellRx {
+    /// The receiver's accounting, from any thread (its own `stats` and its
+    /// watches): `received` is derived from what every send that reached it
+    /// became (a cell receiver counts nothing per send). The consumer's
+    /// counts are loaded before the walk of its published head, which it
+    /// stores before those counts: an entry taken is in the counts or still
+    /// walked, never in both (the sum may lag while the consumer runs).
+    pub(crate) fn stats<K, V>(&self, cells: &Cells<K, V>) -> ReceiverStats {
+        match &self.correction {
+            Some(c) => c.correct(|| self.queue_stats(cells)),
+            None => self.queue_stats(cells),
+        }
+    }
+
+    /// [`Self::stats`] as the queue counts them (before a tombstone record's
+    /// correction).
+    fn queue_stats<K, V>(&self, cells: &Cells<K, V>) -> ReceiverStats {
+        let (mut delivered, mut folded, mut dropped) = self.consumed.load();
+        let mut pending = 0;
+        let mut pending_sends = 0;
+        if self.walked_at_close.load(Ordering::Acquire) {
+            dropped += self.dropped_at_close.load(Ordering::Relaxed);
+        } else {
+            let closed = self.is_closed();
+            let walked = self.queue.for_each_seen(|cell, start| {
+                // Saturating: an entry the consumer takes meanwhile may name
+                // a cell reused since (its sequence only grows, but a reader
+                // must never panic).
+                let sends = cells.seq(cell).saturating_sub(start);
+                if closed {
+                    // Closed by the hub, entries not given up yet: dropped.
+                    dropped += sends;
+                } else {
+                    pending += 1;
+                    pending_sends += sends;
+                }
+            });
+            if !walked {
+                // Let go: what it dropped is counted by now (stored before
+                // the lock `for_each_seen` took said so).
+                (delivered, folded, dropped) = self.consumed.load();
+            }
+        }
+        ReceiverStats::derived(
+            folded + dropped + pending_sends,
+            0,
+            delivered,
+            folded,
+            0,
+            0,
+            dropped,
+            pending,
+        )
+    }
+
+    /// After the grace period that follows its deregistration: clears the
+    /// marks of entries sends in flight pushed after the consumer let go.
+    /// `false` (nothing done) if the consumer has not let go yet.
+    pub(crate) fn clean_up<K, V>(&self, cells: &Cells<K, V>) -> bool {
+        let mut abandoned = lock(&self.abandoned);
+        let Some(head) = abandoned.as_mut() else {
+            return false;
+        };
+        let end = self.queue.tail();
+        while let Some((cell, start)) = self.queue.pop(head, end) {
+            cells.forget(cell, start, self.id);
+        }
+        true
+    }
+}
+
+impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
+    /// Takes the oldest pending key.
+    pub(crate) fn pop(&mut self, rx: &CellRx, cells: &Cells<K, V>) -> Option<Event<K, V>> {
+        if self.let_go {
+            return None;
+        }
+        loop {
+            let (cell, start) = rx.queue.pop(&mut self.head, rx.queue.tail())?;
+            if let Some(event) = cells.take(cell, start, rx, self.epoch) {
+                rx.consumed.took(1, event.sends);
+                return Some(event);
+            }
+            // Stale: a hard close cleared it meanwhile.
+            if rx.is_closed() {
+                return None;
+            }
+        }
+    }
+
+    /// A copy of the oldest pending key's event.
+    pub(crate) fn peek(&mut self, rx: &CellRx, cells: &Cells<K, V>) -> Option<Event<K, V>> {
+        if self.let_go {
+            return None;
+        }
+        loop {
+            let (cell, start) = rx.queue.front(&mut self.head, rx.queue.tail())?;
+            if let Some(event) = cells.peek(cell, start, rx, self.epoch) {
+                return Some(event);
+            }
+            if rx.is_closed() {
+                return None;
+            }
+            // Stale: skip it.
+            rx.queue.pop(&mut self.head, rx.queue.tail());
+        }
+    }
+
+    /// Everything pending as of one instant, in first-touch order: the cut's
+    /// epoch bump on the queue's tail word is the instant (docs/design.md,
+    /// "The cut is one instant"). Appended to `out`; returns how many.
+    pub(crate) fn cut_into(
+        &mut self,
+        rx: &CellRx,
+        cells: &Cells<K, V>,
+        clock: &AtomicU64,
+        out: &mut Vec<Event<K, V>>,
+    ) -> usize {
+        if self.let_go || rx.queue.len(&self.head) == 0 {
+            // Nothing queued: the empty batch is the instant of that load.
+            return 0;
+        }
+        let before = rx.queue.start_cut();
+        let epoch = before.epoch();
+        debug_assert_eq!(epoch, self.epoch, "only the consumer cuts");
+        self.epoch = epoch.wrapping_add(1);
+        // Announce: every send after this sees the clock moved and checks
+        // this receiver's epoch (AcqRel, and the Release store after it pairs
+        // with the Acquire in `cells::help`).
+        clock.fetch_add(1, Ordering::AcqRel);
+        rx.announced.store(u32::from(self.epoch), Ordering::Release);
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        rx.queue.drain_into(&mut self.head, before, &mut entries);
+        let start = out.len();
+        cells.take_batch_into(&entries, rx, epoch, out);
+        self.entries = entries;
+        let sends: u64 = out[start..].iter().map(|e| e.sends).sum();
+        if rx.is_closed() {
+            // A hard close raced the cut: it falls after the close, which
+            // abandons everything (as `RxCore::cut_into`).
+            rx.consumed.dropped(sends);
+            out.truncate(start);
+            return 0;
+        }
+        let batch = out.len() - start;
+        rx.consumed.took(batch as u64, sends);
+        batch
+    }
+}
+
+impl<K, V> CellLocal<K, V> {
+    /// Announces that the consumer is about to park (see `Queue::park`);
+    /// `false` if a push got in first.
+    pub(crate) fn park(&self, rx: &CellRx) -> bool {
+        self.let_go || rx.queue.park(&self.head)
+    }
+
+    /// Whether the entries were given up (`let_go`).
+    pub(crate) fn released(&self) -> bool {
+        self.let_go
+    }
+
+    /// `Receiver::close` (the close that won): clears the marks of every
+    /// pending entry at once, so values pending nowhere else are dropped now,
+    /// and counts their sends as dropped. Walks the queue without consuming
+    /// it (the consumer lets go of it later, with `&mut`).
+    pub(crate) fn give_up_at_close(&self, rx: &CellRx, cells: &Cells<K, V>) {
+        if self.let_go {
+            return;
+        }
+        let mut dropped = 0;
+        rx.queue.for_each_pending(&self.head, |cell, start| {
+            dropped += cells.forget(cell, start, rx.id);
+        });
+        // Relaxed: read by this receiver's own handle (`stats`), ordered by
+        // the flag's Release/Acquire.
+        rx.dropped_at_close.store(dropped, Ordering::Relaxed);
+        rx.walked_at_close.store(true, Ordering::Release);
+    }
+
+    /// Pending keys.
+    pub(crate) fn len(&self, rx: &CellRx) -> usize {
+        if self.let_go {
+            return 0;
+        }
+        rx.queue.len(&self.head) as usize
+    }
+
+    /// Gives up every pending entry (a close): clears its marks, counts their
+    /// sends as dropped, and hands the head to the receiver for the clean-up
+    /// after the grace period. Idempotent.
+    pub(crate) fn let_go(&mut self, rx: &CellRx, cells: &Cells<K, V>) {
+        if self.let_go {
+            return;
+        }
+        // Entries a close already gave up (and counted) are walked again only
+        // to clear marks that sends in flight set since.
+        let counted = rx.walked_at_close.load(Ordering::Acquire);
+        let end = rx.queue.tail();
+        let mut dropped = 0;
+        while let Some((cell, start)) = rx.queue.pop(&mut self.head, end) {
+            let sends = cells.forget(cell, start, rx.id);
+            if !counted {
+                dropped += sends;
+            }
+        }
+        rx.consumed.dropped(dropped);
+        self.let_go = true;
+        // Readers stop walking before the head is handed to the clean-up,
+        // which frees blocks without publishing anything.
+        rx.queue.let_go();
+        *lock(&rx.abandoned) = Some(std::mem::take(&mut self.head));
+    }
+}

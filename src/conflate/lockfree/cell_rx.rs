@@ -1,0 +1,98 @@
+//! A cell receiver: a receiver of every key with newer-wins coalescing that
+//! holds no values of its own (docs/design.md, "One cell per key").
+//!
+//! Its pending keys are marks in the hub's cells; its first-touch order is its
+//! [`Queue`] of entries (cell, sequence at the entry's start). A take reads
+//! the cell's value and `sends` is the cell's sequence now minus the entry's
+//! start. What the receiver owns is the queue, its wake-up event and a few
+//! flags: nothing per key but its entries.
+
+use super::queue::{Head, Queue};
+use crate::conflate::common::counters::Consumed;
+use crate::conflate::common::removal::Correction;
+use crate::padding::Apart;
+use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
+
+/// Where a cell receiver is registered, to pass to its constructor.
+pub(crate) type RxId = u32;
+
+/// The shared part of a cell receiver: what sends reach.
+pub(crate) struct CellRx {
+    /// Its marks' index in every cell.
+    pub(crate) id: RxId,
+    pub(crate) queue: Queue,
+    /// The cut epoch the consumer (or a helping send) has announced with a
+    /// clock bump (see `cells::help`).
+    pub(crate) announced: AtomicU32,
+    pub(crate) notify: Notify,
+    pub(super) closed: AtomicBool,
+    pub(super) tx_closed: AtomicBool,
+    /// The consumer's head once it let go of the receiver (closed or dropped):
+    /// the clean-up after the grace period starts there.
+    pub(super) abandoned: Mutex<Option<Head>>,
+    /// Sends of the entries `Receiver::close` gave up (it walks them at once;
+    /// written once, by the close that won).
+    pub(super) dropped_at_close: AtomicU64,
+    pub(super) walked_at_close: AtomicBool,
+    /// What the consumer took and dropped (written by it only; read by its
+    /// stats and its watches).
+    pub(super) consumed: Apart<Consumed>,
+    /// The receiver's number and name (`Hub::receivers`, watches).
+    pub(crate) serial: u64,
+    pub(crate) name: Option<std::sync::Arc<str>>,
+    /// With tombstones: what the consumer's record took without handing on.
+    pub(super) correction: Option<std::sync::Arc<Correction>>,
+}
+
+impl CellRx {
+    pub(crate) fn new(
+        id: RxId,
+        serial: u64,
+        name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<Correction>>,
+    ) -> Self {
+        CellRx {
+            id,
+            queue: Queue::new(),
+            announced: AtomicU32::new(0),
+            notify: Notify::new(),
+            closed: AtomicBool::new(false),
+            tx_closed: AtomicBool::new(false),
+            abandoned: Mutex::new(None),
+            dropped_at_close: AtomicU64::new(0),
+            walked_at_close: AtomicBool::new(false),
+            consumed: Apart::new(Consumed::default()),
+            serial,
+            name,
+            correction,
+        }
+    }
+
+    /// Marks the receiver closed; `true` the first time. AcqRel: as
+    /// `RxCore::close`.
+    pub(crate) fn close(&self) -> bool {
+        !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        // Acquire pairs with the Release in `close`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn tx_closed(&self) -> bool {
+        // Acquire pairs with the Release in `mark_tx_closed`.
+        self.tx_closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_tx_closed(&self) {
+        self.tx_closed.store(true, Ordering::Release);
+        self.notify.notify(usize::MAX);
+    }
+}
+
+impl Drop for CellRx {
+    fn drop(&mut self) {
+        let head = lock(&self.abandoned).take().unwrap_or_default();
+        self.queue.release(&head);
+    }
+}

@@ -1,0 +1,490 @@
+//! The hub's cells: one per live key, shared by every cell receiver and by
+//! the state table (docs/design.md, "One cell per key").
+//!
+//! A cell holds the key, its latest value, a send sequence, the hub clock's
+//! value when it was last made pending everywhere (`stamp`), and one mark per
+//! cell receiver (pending or not, and the cut epoch of its entry). Cells are
+//! sharded by the send's hash; each shard is one lock ([`ShardLock`]), a hash
+//! index of slab indices, and a slab of cells at stable addresses.
+//!
+//! - **A coalescing send** finds its cell and, if the cell's stamp equals the
+//!   hub clock, replaces the value and bumps the sequence: one probe and one
+//!   line written, whatever the number of receivers. The clock moves on every
+//!   cut and every change of the cell receivers, and a take sets the stamp to
+//!   `STALE`, so an equal stamp means every cell receiver of the registry has
+//!   the key pending in its current epoch.
+//! - **Otherwise** (the slow path) the send visits every cell receiver: it
+//!   pushes an entry to each one that does not have the key pending; for one
+//!   whose entry belongs to a cut that has not taken it yet (the mark's epoch
+//!   is older than the receiver's), it first *deposits* the value the cut
+//!   needs, then re-pends the key in the new epoch. Then it stamps the cell
+//!   with the clock it read.
+//! - **A take** (pop or cut) clears the receiver's mark and reads the value
+//!   (moving it out if no receiver still has the key pending and the table
+//!   does not keep it), or takes the receiver's deposit.
+//!
+//! Why the clock makes this one instant per receiver, and the "helping" rule
+//! that keeps it so, is argued in docs/design.md ("The cut is one instant").
+
+mod send;
+mod slab;
+mod table;
+mod take;
+
+use super::cell_rx::CellRx;
+use super::lock::{ShardGuard, ShardLock};
+use super::queue::CellId;
+use super::registry::Registry;
+use crate::conflate::common::event::Event;
+use crate::conflate::common::policy::Merge;
+use crate::conflate::common::removal::Tombstones;
+use crate::sync::{AtomicU64, Ordering, UnsafeCell};
+use crossbeam_utils::CachePadded;
+use hashbrown::hash_table::HashTable;
+use slab::{mark_epoch, CellData, Place, Slab, PENDING, STALE};
+use std::panic::{self, AssertUnwindSafe};
+
+/// Bits of a `CellId` that name the shard.
+const SHARD_BITS: u32 = 5;
+/// Shards per hub.
+pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
+
+/// Hints that `place` will be read soon. A cut's entries name cells spread
+/// over every shard, too many streams for the hardware prefetcher, so a cut
+/// fetches each window's cells itself.
+#[inline(always)]
+fn prefetch<T>(place: &T) {
+    #[cfg(all(target_arch = "x86_64", not(any(loom, shuttle, miri))))]
+    // SAFETY: a prefetch is a hint: it reads nothing architecturally and
+    // cannot fault; `place` is a valid reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(
+            place as *const T as *const i8,
+            std::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(any(loom, shuttle, miri)))))]
+    let _ = place;
+}
+
+/// The shards a cut's window holds (a bitmask), unlocked on drop.
+struct Held<'a, K, V> {
+    cells: &'a Cells<K, V>,
+    named: u64,
+}
+
+impl<'a, K, V> Held<'a, K, V> {
+    /// Locks every shard in `named`, in index order.
+    fn lock(cells: &'a Cells<K, V>, named: u64) -> Self {
+        let mut rest = named;
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            cells.shards[s]
+                .lock
+                .spin()
+                .expect("only hubs with cell receivers cut, and their shards spin")
+                .lock_raw();
+        }
+        Held { cells, named }
+    }
+}
+
+impl<K, V> Drop for Held<'_, K, V> {
+    fn drop(&mut self) {
+        let mut rest = self.named;
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let lock = self.cells.shards[s]
+                .lock
+                .spin()
+                .expect("locked as a spin lock");
+            // SAFETY: `lock` locked this shard (`named`) and nothing
+            // released it since.
+            unsafe { lock.unlock_raw() };
+        }
+    }
+}
+
+/// A cut takes its entries this many at a time, holding the shards they name
+/// (see `Cells::take_batch_into`): a publisher waits for at most one window.
+const CUT_WINDOW: usize = 32;
+
+/// The shard of a hash (bits 40 and up; the index uses the low 32).
+pub(crate) fn shard_of(hash: u64) -> usize {
+    (hash >> 40) as usize & (SHARDS - 1)
+}
+
+fn cell_id(shard: usize, index: u32) -> CellId {
+    index << SHARD_BITS | shard as u32
+}
+
+fn split(cell: CellId) -> (usize, u32) {
+    ((cell & (SHARDS as u32 - 1)) as usize, cell >> SHARD_BITS)
+}
+
+/// The index's hash of a cell, from the 32 bits of the hub's hash it keeps:
+/// multiplying by an odd constant keeps the low bits a bijection and mixes
+/// all of them into the top 7 (hashbrown's tag).
+fn table_hash(hash32: u32) -> u64 {
+    u64::from(hash32).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// A value a cut still needs, kept for one receiver by the send that
+/// overwrote it after the receiver's cut instant.
+struct Deposit<V> {
+    cell: u32,
+    rx: u32,
+    value: V,
+    /// The cell's sequence when the deposit was made: the receiver's entry
+    /// counts the sends before it.
+    seq_end: u64,
+}
+
+/// What a shard keeps besides its places; under its lock.
+struct ShardData<V> {
+    index: HashTable<u32>,
+    /// Unused place indices below `next`.
+    free: Vec<u32>,
+    /// Place indices ever used.
+    next: u32,
+    /// Cells in use, and of those the idle ones (kept indexed for reuse).
+    used: u32,
+    idle: u32,
+    deposits: Vec<Deposit<V>>,
+    /// First-touch numbers of the table's cells, by slab index (only with
+    /// `retain_latest`).
+    orders: Vec<u64>,
+}
+
+struct Shard<K, V> {
+    lock: ShardLock,
+    data: UnsafeCell<ShardData<V>>,
+    slab: Slab<K, V>,
+}
+
+// SAFETY: `data` and the cells in `slab` are reached only by a holder of
+// `lock` (`Shard::lock`), which serializes every access across threads; the
+// cells' sequences are atomics. Keys and values move between threads with
+// the sends and takes, hence `Send` bounds.
+unsafe impl<K: Send, V: Send> Sync for Shard<K, V> {}
+// SAFETY: as above; the shard owns its keys and values.
+unsafe impl<K: Send, V: Send> Send for Shard<K, V> {}
+
+/// The locked shard.
+struct Locked<'a, K, V> {
+    shard: &'a Shard<K, V>,
+    /// The shard's data. A raw pointer, not a `&mut`: a `Locked` is passed
+    /// by value and dropped early (`drop(sh)`) while the function it was
+    /// passed to still runs; a reference field would stay protected past the
+    /// unlock, while the next holder makes its own.
+    data: *mut ShardData<V>,
+    _guard: ShardGuard<'a>,
+}
+
+impl<K, V> Shard<K, V> {
+    fn lock(&self) -> Locked<'_, K, V> {
+        let guard = self.lock.lock();
+        Locked {
+            shard: self,
+            // SAFETY: the lock is held for the life of `Locked`, and only a
+            // lock holder makes this reference.
+            data: self.data.with_mut(|p| p),
+            _guard: guard,
+        }
+    }
+}
+
+impl<'a, K, V> Locked<'a, K, V> {
+    /// The shard's data, while this holds the lock.
+    #[inline]
+    fn d(&mut self) -> &mut ShardData<V> {
+        // SAFETY: the lock is held for the life of `self` (or, for a
+        // `Locked` made under a cut's window, by the window), so no other
+        // holder's reference exists; this one lives no longer than the
+        // borrow of `self`.
+        unsafe { &mut *self.data }
+    }
+
+    /// [`Locked::d`], shared.
+    #[inline]
+    fn d_ref(&self) -> &ShardData<V> {
+        // SAFETY: as in `d`.
+        unsafe { &*self.data }
+    }
+
+    #[inline]
+    fn place(&self, i: u32) -> &'a Place<K, V> {
+        self.shard.slab.place(i)
+    }
+
+    /// Cell `i`, which is in use.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    fn cell(&self, i: u32) -> &mut CellData<K, V> {
+        // SAFETY: the shard lock is held; callers name only places in use and
+        // hold one cell reference at a time.
+        unsafe { self.place(i).cell() }
+    }
+
+    #[inline]
+    fn find(&self, hash32: u32, key: &K) -> Option<u32>
+    where
+        K: Eq,
+    {
+        self.d_ref()
+            .index
+            .find(table_hash(hash32), |&i| {
+                let c = self.cell(i);
+                c.hash32 == hash32 && c.key == *key
+            })
+            .copied()
+    }
+
+    /// A new cell for `key`, indexed. Returns its slab index.
+    fn insert(&mut self, key: K, hash32: u32) -> u32 {
+        let i = match self.d().free.pop() {
+            Some(i) => i,
+            None => {
+                self.shard.slab.ensure(self.d().next);
+                self.d().next += 1;
+                self.d().next - 1
+            }
+        };
+        // SAFETY: lock held; `i` was unused (free or fresh).
+        unsafe { self.place(i).fill(CellData::new(key, hash32)) };
+        let slab = &self.shard.slab;
+        self.d().index.insert_unique(table_hash(hash32), i, |&j| {
+            // SAFETY: lock held; every indexed place is in use.
+            table_hash(unsafe { slab.place(j).cell() }.hash32)
+        });
+        self.d().used += 1;
+        self.d().idle += 1;
+        i
+    }
+
+    /// Notes that cell `i`'s idleness may have changed from `was_idle`, and
+    /// frees it if it became idle while the shard already keeps `IDLE_KEEP`
+    /// idle cells. Returns the freed cell, to drop outside the lock.
+    ///
+    /// Idle cells (pending nowhere, not in the table) stay indexed, up to
+    /// `IDLE_KEEP` per shard, so that a key that comes back finds its cell: a
+    /// recurring key costs no insert and no removal. Past that, an idle cell
+    /// is freed at once (one probe, by its stored hash, comparing indices). A
+    /// shard thus holds its cells in use plus at most `IDLE_KEEP`.
+    #[inline]
+    fn settle(&mut self, i: u32, was_idle: bool) -> Option<CellData<K, V>> {
+        // SAFETY: lock held; place `i` is in use; callers hold no other cell
+        // reference across this call.
+        let idle = unsafe { self.place(i).cell() }.idle();
+        self.settle_as(i, was_idle, idle)
+    }
+
+    /// [`Locked::settle`] for a caller that knows whether the cell is idle now.
+    #[inline]
+    fn settle_as(&mut self, i: u32, was_idle: bool, idle: bool) -> Option<CellData<K, V>> {
+        if was_idle == idle {
+            return None;
+        }
+        if !idle {
+            self.d().idle -= 1;
+            return None;
+        }
+        if self.d().idle >= IDLE_KEEP {
+            return Some(self.free(i));
+        }
+        self.d().idle += 1;
+        None
+    }
+
+    /// Frees cell `i` (in use, not counted idle): out of the index and the
+    /// slab.
+    fn free(&mut self, i: u32) -> CellData<K, V> {
+        let hash32 = self.cell(i).hash32;
+        match self.d().index.find_entry(table_hash(hash32), |&j| j == i) {
+            Ok(entry) => drop(entry.remove()),
+            Err(_) => unreachable!("a cell in use is indexed"),
+        }
+        self.d().free.push(i);
+        self.d().used -= 1;
+        // SAFETY: lock held; the place was in use and is unused from here on
+        // (no longer indexed; no receiver has it pending).
+        unsafe { self.place(i).empty() }
+    }
+}
+
+/// Idle cells a shard keeps for keys that come back (see `Locked::settle`):
+/// 256 per shard, 8,192 per hub at most.
+const IDLE_KEEP: u32 = if cfg!(any(loom, shuttle)) { 1 } else { 256 };
+
+/// A take's event (if the entry was live) and the cells it freed (to drop
+/// outside the lock).
+type Taken<K, V> = (Option<Event<K, V>>, Option<CellData<K, V>>);
+
+/// Receivers whose consumer asked to be woken by the next push (usually
+/// none, at most one per receiver; the first kept inline, so a send that wakes
+/// nobody or one allocates nothing).
+pub(crate) struct Wakes<'a> {
+    first: Option<&'a CellRx>,
+    more: Vec<&'a CellRx>,
+}
+
+impl<'a> Wakes<'a> {
+    #[inline]
+    fn none() -> Self {
+        Wakes {
+            first: None,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, rx: &'a CellRx) {
+        if self.first.is_none() {
+            self.first = Some(rx);
+        } else {
+            self.more.push(rx);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wake(self) {
+        if let Some(first) = self.first {
+            Self::wake_all(first, self.more);
+        }
+    }
+
+    #[cold]
+    fn wake_all(first: &CellRx, more: Vec<&CellRx>) {
+        first.notify.notify(usize::MAX);
+        for rx in more {
+            rx.notify.notify(usize::MAX);
+        }
+    }
+}
+
+/// The hub's cells.
+pub(crate) struct Cells<K, V> {
+    shards: Box<[CachePadded<Shard<K, V>>]>,
+    /// `retain_latest`: cells stay (and keep their value) while in the table.
+    retain: bool,
+    /// The hub's merge: newer wins for hubs with cell receivers; a hub with its
+    /// own merge uses its cells for the table only.
+    merge: Merge<V>,
+    /// Which values remove their key from the table.
+    tombstones: Tombstones<V>,
+    /// The next first-touch number for the table.
+    next_order: AtomicU64,
+}
+
+impl<K, V> Cells<K, V> {
+    pub(crate) fn new(merge: Merge<V>, retain: bool, tombstones: Tombstones<V>) -> Self {
+        let park = !matches!(merge, Merge::NewerWins);
+        Cells {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    CachePadded::new(Shard {
+                        lock: ShardLock::new(park),
+                        data: UnsafeCell::new(ShardData {
+                            index: HashTable::new(),
+                            free: Vec::new(),
+                            next: 0,
+                            used: 0,
+                            idle: 0,
+                            deposits: Vec::new(),
+                            orders: Vec::new(),
+                        }),
+                        slab: Slab::new(),
+                    })
+                })
+                .collect(),
+            retain,
+            merge,
+            tombstones,
+            next_order: AtomicU64::new(0),
+        }
+    }
+
+    /// Clears receiver `id`'s mark (a closed receiver's entry) and any deposit
+    /// it has at `cell`; returns the sends the entry stood for.
+    pub(crate) fn forget(&self, cell: CellId, start: u64, id: u32) -> u64 {
+        let (s, i) = split(cell);
+        let mut sh = self.shards[s].lock();
+        let seq = sh.place(i).seq.load(Ordering::Relaxed);
+        let c = sh.cell(i);
+        let was_idle = c.idle();
+        let mut sends = 0;
+        let mut dropped_values = Vec::new();
+        if c.mark(id) & PENDING != 0 {
+            c.set_mark(id, 0);
+            c.stamp = STALE;
+            // Wrapping: a second walk over entries whose cell was freed and
+            // reused meanwhile reads another key's sequence (its count is
+            // then not used).
+            sends = seq.wrapping_sub(start);
+            if c.pending() == 0 && !c.retained() {
+                dropped_values.extend(c.take_value());
+            }
+        }
+        if c.has_deposits() {
+            let deps = &mut sh.d().deposits;
+            while let Some(at) = deps.iter().position(|d| d.cell == i && d.rx == id) {
+                let d = deps.swap_remove(at);
+                sends = d.seq_end.wrapping_sub(start);
+                dropped_values.push(d.value);
+            }
+            let more = deps.iter().any(|d| d.cell == i);
+            sh.cell(i).set_deposits(more);
+        }
+        let freed = sh.settle(i, was_idle);
+        drop(sh);
+        drop(dropped_values);
+        drop(freed);
+        sends
+    }
+
+    /// A hard close: drops every value the table does not keep (and every
+    /// deposit) now. The cells and marks stay until each receiver's consumer
+    /// lets go of its entries (their sequences count its dropped sends).
+    pub(crate) fn drop_values(&self) {
+        for shard in self.shards.iter() {
+            let mut sh = shard.lock();
+            let mut values = Vec::new();
+            let indexed: Vec<u32> = sh.d().index.iter().copied().collect();
+            for i in indexed {
+                let c = sh.cell(i);
+                if !c.retained() {
+                    values.extend(c.take_value());
+                }
+                c.set_deposits(false);
+                c.stamp = STALE;
+            }
+            values.extend(sh.d().deposits.drain(..).map(|d| d.value));
+            drop(sh);
+            drop(values);
+        }
+    }
+
+    /// The send sequence of a cell that is pending at the caller (so it stays
+    /// in use). Lock-free. Relaxed: stats are exact once no send runs, and
+    /// whatever made the sends finish orders their stores before this.
+    pub(crate) fn seq(&self, cell: CellId) -> u64 {
+        let (s, i) = split(cell);
+        self.shards[s].slab.place(i).seq.load(Ordering::Relaxed)
+    }
+}
+
+impl<K, V> Drop for Cells<K, V> {
+    fn drop(&mut self) {
+        for shard in self.shards.iter_mut() {
+            let d = shard.data.with_mut(|p| {
+                // SAFETY: `&mut self`: nothing else uses the shard.
+                unsafe { &mut *p }
+            });
+            for &i in d.index.iter() {
+                // SAFETY: indexed places are in use; `&mut self` is exclusive.
+                drop(unsafe { shard.slab.place(i).empty() });
+            }
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The send path of the hub's cells: the coalescing fast path, the slow path
+//! that visits every cell receiver (entries, deposits, helping), and the
+//! state table's fold (docs/design.md, "One cell per key", "The cut is one
+//! instant", "The state table is the cells").
+
+use super::*;
+
+/// Makes sure a send that saw `epoch` at `rx` is followed, for every later send,
+/// by a clock change: the first thread that sees a receiver's new epoch before
+/// the receiver announced it bumps the clock itself (docs/design.md, "The cut
+/// is one instant").
+fn help(rx: &CellRx, epoch: u8, clock: &AtomicU64) {
+    // Acquire pairs with the Release store below and in the cut: a thread that
+    // reads the announcement also sees the clock bump before it.
+    if rx.announced.load(Ordering::Acquire) != u32::from(epoch) {
+        clock.fetch_add(1, Ordering::AcqRel);
+        rx.announced.store(u32::from(epoch), Ordering::Release);
+    }
+}
+
+impl<K: Eq + Clone, V: Clone> Cells<K, V> {
+    /// Folds one send into its key's cell and makes the key pending at every
+    /// cell receiver of `rxs` (a send in flight's view). Runs no user code but
+    /// `K::eq`, `K::clone` (a new cell), `V::clone` (deposits) and, in a hub
+    /// with its own merge, the merge; a panic in any of them leaves the shard
+    /// consistent and reaches the caller.
+    ///
+    /// # Safety
+    /// The caller is a send in flight until it is done with the returned
+    /// wakes (they name receivers of the registry's cell list).
+    ///
+    /// `tombstone`: `value` removes the key (the caller ran the hub's test
+    /// before anything was locked): the table forgets the key, and the value
+    /// still reaches every cell receiver as any send does.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) unsafe fn send<'a>(
+        &self,
+        hash: u64,
+        key: &K,
+        value: V,
+        tombstone: bool,
+        registry: &'a Registry<K, V>,
+        clock: &AtomicU64,
+    ) -> Wakes<'a> {
+        let shard_index = shard_of(hash);
+        let sh = self.shards[shard_index].lock();
+        let hash32 = hash as u32;
+        // Acquire: pairs with the clock's RMWs (cuts, registry changes,
+        // helpers): a send that sees the new clock sees what came before it.
+        // Read under the lock: see docs/design.md for why it must be.
+        let now = clock.load(Ordering::Acquire);
+        let found = sh.find(hash32, key);
+        if let (Merge::NewerWins, Some(i)) = (&self.merge, found) {
+            let place = sh.place(i);
+            // SAFETY: the shard lock is held and place `i` is in use (indexed).
+            let cell = unsafe { place.cell() };
+            if cell.stamp == now && cell.value().is_some() && !tombstone {
+                // Every cell receiver has the key pending in its current
+                // epoch: one write, whatever their number. (A tombstone
+                // takes the slow path: it changes the table.)
+                let old = cell.replace_value(value);
+                // Relaxed: written under the lock; read by stats (see `seq`).
+                let seq = place.seq.load(Ordering::Relaxed);
+                place.seq.store(seq + 1, Ordering::Relaxed);
+                drop(sh);
+                drop(old);
+                return Wakes::none();
+            }
+        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.send_slow(
+                sh,
+                found,
+                shard_index,
+                hash32,
+                key,
+                value,
+                tombstone,
+                registry,
+                clock,
+                now,
+            )
+        }
+    }
+
+    /// The rest of [`Cells::send`]: a new key, a hub with its own merge, or a
+    /// cell that needs its receivers visited.
+    ///
+    /// # Safety
+    /// As [`Cells::send`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn send_slow<'a>(
+        &self,
+        mut sh: Locked<'_, K, V>,
+        found: Option<u32>,
+        shard_index: usize,
+        hash32: u32,
+        key: &K,
+        value: V,
+        tombstone: bool,
+        registry: &'a Registry<K, V>,
+        clock: &AtomicU64,
+        now: u64,
+    ) -> Wakes<'a> {
+        let i = match found {
+            Some(i) => i,
+            // The one copy of the key is made before anything changes.
+            None => {
+                let key = key.clone();
+                sh.insert(key, hash32)
+            }
+        };
+        if !matches!(self.merge, Merge::NewerWins) {
+            // A hub with its own merge: the cells are the table only.
+            return self.merge_into_table(sh, i, value, tombstone);
+        }
+        let place = sh.place(i);
+        let seq = place.seq.load(Ordering::Relaxed);
+        // SAFETY: the shard lock is held and place `i` is in use; no other
+        // reference to this cell is made while this one lives.
+        let cell = unsafe { place.cell() };
+        let was_idle = cell.idle();
+        let entering = self.retain && !cell.retained() && !tombstone;
+        // The cell receivers, read after the clock: a registry change moves
+        // the clock after it changes the list, so a send that saw the new
+        // clock sees the new list (docs/design.md, "Registration versus
+        // send").
+        // SAFETY: the caller is in flight (this function's contract).
+        let rxs = unsafe { registry.cells() };
+        // First pass, changing nothing: how many receivers need a deposit
+        // (their entry belongs to a cut that has not taken it yet).
+        let mut deposit_for = 0usize;
+        for rx in rxs.iter() {
+            let mark = cell.mark(rx.id);
+            if mark & PENDING != 0 {
+                let epoch = rx.queue.tail().epoch();
+                help(rx, epoch, clock);
+                if mark_epoch(mark) != epoch {
+                    deposit_for += 1;
+                }
+            }
+        }
+        // The clones those deposits need, before anything changes (user
+        // code). No value only after a hard close dropped it: then no cut
+        // will deliver anything, and no deposit is needed.
+        let mut copies: Vec<V> = Vec::new();
+        if deposit_for > 1 {
+            if let Some(v) = cell.value() {
+                for _ in 1..deposit_for {
+                    copies.push(v.clone());
+                }
+            }
+        }
+        let mut old = cell.take_value();
+        let cell_name = cell_id(shard_index, i);
+        let mut wakes = Wakes::none();
+        for rx in rxs.iter() {
+            let mark = cell.mark(rx.id);
+            if mark & PENDING != 0 {
+                let epoch = rx.queue.tail().epoch();
+                if mark_epoch(mark) == epoch {
+                    continue;
+                }
+                // Keep the value the cut needs for it. (A cut that started
+                // since the first pass needs one more than prepared: cloned
+                // from the last deposit here, the one clone that can run
+                // after a change; a panic in it loses that receiver's value
+                // of the key, as a panicking merge would.)
+                let value = match copies.pop().or_else(|| old.take()) {
+                    Some(v) => Some(v),
+                    None => sh.d().deposits.last().map(|d| d.value.clone()),
+                };
+                if let Some(value) = value {
+                    sh.d().deposits.push(Deposit {
+                        cell: i,
+                        rx: rx.id,
+                        value,
+                        seq_end: seq,
+                    });
+                    cell.set_deposits(true);
+                }
+            }
+            let pushed = rx.queue.push(cell_name, seq);
+            help(rx, pushed.epoch, clock);
+            cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
+            if pushed.wake {
+                wakes.push(rx);
+            }
+        }
+        cell.replace_value(value);
+        if entering {
+            cell.set_retained(true);
+        } else if tombstone {
+            // The table forgets the key; the cell stays while the tombstone
+            // is pending somewhere (`settle_as` frees it otherwise).
+            cell.set_retained(false);
+        }
+        // A tombstone that left the table stamps the cell stale, so the key's
+        // next value takes this path too and re-enters the table.
+        cell.stamp = if tombstone && self.retain { STALE } else { now };
+        place.seq.store(seq + 1, Ordering::Relaxed);
+        let idle = cell.idle();
+        // A tombstone pending nowhere (no cell receiver) is kept by nobody:
+        // an idle cell holds no value.
+        let gone = if idle && tombstone {
+            cell.take_value()
+        } else {
+            None
+        };
+        if entering {
+            self.note_order(&mut sh, i);
+        }
+        let freed = sh.settle_as(i, was_idle, idle);
+        drop(sh);
+        drop(old);
+        drop(gone);
+        drop(freed);
+        wakes
+    }
+
+    /// Gives cell `i` a first-touch number (it just entered the table).
+    fn note_order(&self, sh: &mut Locked<'_, K, V>, i: u32) {
+        // Relaxed: the number only has to be unique and increase along the
+        // happens-before order of insertions (the RMW's modification order
+        // gives both; see docs/design.md, "The state table is the cells").
+        let order = self.next_order.fetch_add(1, Ordering::Relaxed);
+        let orders = &mut sh.d().orders;
+        if orders.len() <= i as usize {
+            orders.resize(i as usize + 1, 0);
+        }
+        orders[i as usize] = order;
+    }
+
+    /// A send in a hub with its own merge: the table's fold (`None` removes
+    /// the key; a panicking merge removes it too and the panic continues). A
+    /// tombstone removes the key, and so does a merge whose result is one.
+    fn merge_into_table(
+        &self,
+        mut sh: Locked<'_, K, V>,
+        i: u32,
+        value: V,
+        tombstone: bool,
+    ) -> Wakes<'static> {
+        let seq_word = &sh.place(i).seq;
+        seq_word.store(seq_word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let cell = sh.cell(i);
+        let was_idle = cell.idle();
+        let outcome = match cell.take_value() {
+            None if tombstone => {
+                // Not in the table: nothing to remove.
+                drop(value);
+                Ok(())
+            }
+            None => {
+                // Enters the table (again, if the merge removed it before).
+                cell.replace_value(value);
+                cell.set_retained(true);
+                self.note_order(&mut sh, i);
+                Ok(())
+            }
+            Some(prev) if tombstone => {
+                drop(prev);
+                drop(value);
+                cell.set_retained(false);
+                Ok(())
+            }
+            Some(prev) => {
+                let merge = &self.merge;
+                let tombstones = &self.tombstones;
+                let fold = || {
+                    merge
+                        .apply(prev, value)
+                        .filter(|merged| !tombstones.is(merged))
+                };
+                match panic::catch_unwind(AssertUnwindSafe(fold)) {
+                    Ok(Some(merged)) => {
+                        sh.cell(i).replace_value(merged);
+                        Ok(())
+                    }
+                    Ok(None) => {
+                        sh.cell(i).set_retained(false);
+                        Ok(())
+                    }
+                    Err(payload) => {
+                        // Both inputs were moved into the merge: the key
+                        // leaves the table.
+                        sh.cell(i).set_retained(false);
+                        Err(payload)
+                    }
+                }
+            }
+        };
+        let freed = sh.settle(i, was_idle);
+        drop(sh);
+        drop(freed);
+        if let Err(payload) = outcome {
+            panic::resume_unwind(payload);
+        }
+        Wakes::none()
+    }
+}

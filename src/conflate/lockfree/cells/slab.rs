@@ -1,0 +1,405 @@
+//! One shard's cells at stable addresses, and what a cell holds.
+//!
+//! Cells live in chunks of doubling size (32, 64, 128, … cells) that never move
+//! and are freed only with the hub, so a cell's address is stable for the
+//! hub's life: the consumer reads a pending cell's send sequence without the
+//! lock (its stats), and a slab index names one cell until it is freed. A
+//! freed place is reused for another key under the shard lock; a place whose key
+//! is pending at some receiver is never freed (see `Meta::idle`).
+//!
+//! Everything in a cell but its sequence is read and written only under the
+//! shard's lock (`Shard::lock`); the sequence is an atomic written under it
+//! and read anywhere.
+//!
+//! The argument: `docs/design.md`, "One cell per key".
+
+use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ptr;
+
+/// Cells in the first chunk; chunk `k` holds `FIRST << k`.
+const FIRST: usize = 32;
+/// Chunks: enough for `FIRST * (2^CHUNKS - 1)` cells, past `MAX_CELLS`.
+const CHUNKS: usize = 23;
+/// The most cells one shard holds (a slab index fits the bits `CellId` gives it).
+pub(crate) const MAX_CELLS: u32 = 1 << 27;
+
+/// A receiver's mark in a cell: pending, and the cut epoch its entry landed in.
+pub(crate) const PENDING: u16 = 1 << 15;
+
+/// A mark's epoch.
+pub(crate) fn mark_epoch(mark: u16) -> u8 {
+    mark as u8
+}
+
+/// Marks of receiver ids below this live inside the cell.
+const INLINE: usize = 4;
+
+/// Per receiver id, its mark (0: not pending). Inline for the first four
+/// ids; a boxed vector once any id past them is marked (`Meta::HEAP_MARKS`).
+// A thin pointer to the vector (a `Vec` itself is three words): the union
+// stays one word.
+#[allow(clippy::box_collection)]
+union Marks {
+    inline: [u16; INLINE],
+    heap: ManuallyDrop<Box<Vec<u16>>>,
+}
+
+/// The count of receivers the key is pending at, and the cell's flags, in one
+/// word (24 bits of count).
+#[derive(Clone, Copy)]
+struct Meta(u32);
+
+impl Meta {
+    const COUNT: u32 = (1 << 24) - 1;
+    const HAS_VALUE: u32 = 1 << 24;
+    const RETAINED: u32 = 1 << 25;
+    const HEAP_MARKS: u32 = 1 << 26;
+    const DEPOSITS: u32 = 1 << 27;
+
+    fn has(self, flag: u32) -> bool {
+        self.0 & flag != 0
+    }
+
+    fn set(&mut self, flag: u32, on: bool) {
+        if on {
+            self.0 |= flag;
+        } else {
+            self.0 &= !flag;
+        }
+    }
+}
+
+/// One key's cell (`K` and `V` of `u64`: 48 bytes with its sequence).
+pub(crate) struct CellData<K, V> {
+    pub(crate) key: K,
+    /// Present unless every receiver took it and the table does not keep it
+    /// (`Meta::HAS_VALUE`).
+    value: MaybeUninit<V>,
+    /// The hub's clock when a send last made the key pending at every cell
+    /// receiver in its current cut epoch; `STALE` once a receiver took it.
+    pub(crate) stamp: u64,
+    marks: Marks,
+    /// The low 32 bits of the hub's hash of `key` (the index's hash).
+    pub(crate) hash32: u32,
+    meta: Meta,
+}
+
+/// A stamp that equals no clock value.
+pub(crate) const STALE: u64 = u64::MAX;
+
+impl<K, V> CellData<K, V> {
+    pub(crate) fn new(key: K, hash32: u32) -> Self {
+        CellData {
+            key,
+            value: MaybeUninit::uninit(),
+            stamp: STALE,
+            marks: Marks {
+                inline: [0; INLINE],
+            },
+            hash32,
+            meta: Meta(0),
+        }
+    }
+
+    pub(crate) fn value(&self) -> Option<&V> {
+        // SAFETY: `HAS_VALUE` says `value` is initialized.
+        self.meta
+            .has(Meta::HAS_VALUE)
+            .then(|| unsafe { self.value.assume_init_ref() })
+    }
+
+    /// Stores `value`, returning the one it replaces.
+    pub(crate) fn replace_value(&mut self, value: V) -> Option<V> {
+        let old = self.take_value();
+        self.value.write(value);
+        self.meta.set(Meta::HAS_VALUE, true);
+        old
+    }
+
+    pub(crate) fn take_value(&mut self) -> Option<V> {
+        if !self.meta.has(Meta::HAS_VALUE) {
+            return None;
+        }
+        self.meta.set(Meta::HAS_VALUE, false);
+        // SAFETY: it was initialized (`HAS_VALUE`), and the flag is cleared
+        // first, so it is read out once.
+        Some(unsafe { self.value.assume_init_read() })
+    }
+
+    /// Receivers (live or not yet cleaned up) the key is pending at.
+    pub(crate) fn pending(&self) -> u32 {
+        self.meta.0 & Meta::COUNT
+    }
+
+    pub(crate) fn retained(&self) -> bool {
+        self.meta.has(Meta::RETAINED)
+    }
+
+    pub(crate) fn set_retained(&mut self, on: bool) {
+        self.meta.set(Meta::RETAINED, on);
+    }
+
+    pub(crate) fn has_deposits(&self) -> bool {
+        self.meta.has(Meta::DEPOSITS)
+    }
+
+    pub(crate) fn set_deposits(&mut self, on: bool) {
+        self.meta.set(Meta::DEPOSITS, on);
+    }
+
+    /// Pending nowhere, not in the table, no deposit: the cell may be freed.
+    pub(crate) fn idle(&self) -> bool {
+        self.pending() == 0 && !self.retained() && !self.has_deposits()
+    }
+
+    #[inline]
+    pub(crate) fn mark(&self, id: u32) -> u16 {
+        let id = id as usize;
+        if self.meta.has(Meta::HEAP_MARKS) {
+            // SAFETY: `HEAP_MARKS` says the union holds the box.
+            let heap = unsafe { &self.marks.heap };
+            heap.get(id).copied().unwrap_or(0)
+        } else {
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
+            let inline = unsafe { &self.marks.inline };
+            inline.get(id).copied().unwrap_or(0)
+        }
+    }
+
+    /// Sets receiver `id`'s mark, counting it in `pending` when it becomes
+    /// (or stops being) pending. May allocate (a first id past the inline
+    /// ones); panics before changing anything if the count would overflow.
+    #[inline]
+    pub(crate) fn set_mark(&mut self, id: u32, mark: u16) {
+        if !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE {
+            // The common case: an inline mark.
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
+            let place = unsafe { &mut self.marks.inline[id as usize] };
+            let was = *place & PENDING != 0;
+            let now = mark & PENDING != 0;
+            *place = mark;
+            if now && !was {
+                self.meta.0 += 1;
+            } else if was && !now {
+                self.meta.0 -= 1;
+            }
+            return;
+        }
+        self.set_mark_slow(id, mark);
+    }
+
+    #[cold]
+    fn set_mark_slow(&mut self, id: u32, mark: u16) {
+        let was = self.mark(id) & PENDING != 0;
+        let now = mark & PENDING != 0;
+        if now && !was {
+            assert!(
+                self.pending() < Meta::COUNT,
+                "keybus: too many receivers with one key pending"
+            );
+        }
+        let id = id as usize;
+        if !self.meta.has(Meta::HEAP_MARKS) && id >= INLINE {
+            if mark == 0 {
+                return; // not pending, and nothing to clear
+            }
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
+            let inline = unsafe { self.marks.inline };
+            let mut heap = Vec::with_capacity((id + 1).max(2 * INLINE));
+            heap.extend_from_slice(&inline);
+            self.marks.heap = ManuallyDrop::new(Box::new(heap));
+            self.meta.set(Meta::HEAP_MARKS, true);
+        }
+        if self.meta.has(Meta::HEAP_MARKS) {
+            // SAFETY: `HEAP_MARKS` says the union holds the box.
+            let heap = unsafe { &mut self.marks.heap };
+            if heap.len() <= id {
+                heap.resize(id + 1, 0);
+            }
+            heap[id] = mark;
+        } else {
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
+            unsafe { self.marks.inline[id] = mark };
+        }
+        if now != was {
+            if now {
+                self.meta.0 += 1;
+            } else {
+                self.meta.0 -= 1;
+            }
+        }
+    }
+}
+
+impl<K, V> Drop for CellData<K, V> {
+    fn drop(&mut self) {
+        drop(self.take_value());
+        if self.meta.has(Meta::HEAP_MARKS) {
+            // SAFETY: the union holds the box (`HEAP_MARKS`), dropped once:
+            // the flag is cleared with it.
+            unsafe { ManuallyDrop::drop(&mut self.marks.heap) };
+            self.meta.set(Meta::HEAP_MARKS, false);
+        }
+    }
+}
+
+/// A place of the slab: the cell's send sequence (lock-free readable) and the
+/// cell itself (under the shard lock, initialized while the place is in use).
+pub(crate) struct Place<K, V> {
+    /// Sends folded into the cell since the place was first used (never reset:
+    /// receivers count from the value they saw when their entry started).
+    pub(crate) seq: AtomicU64,
+    data: UnsafeCell<MaybeUninit<CellData<K, V>>>,
+}
+
+impl<K, V> Place<K, V> {
+    fn new() -> Self {
+        Place {
+            seq: AtomicU64::new(0),
+            data: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The cell.
+    ///
+    /// # Safety
+    /// The caller holds the shard lock, the place is in use, and no other
+    /// reference to the cell is live.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn cell(&self) -> &mut CellData<K, V> {
+        // SAFETY: the caller's contract: exclusive (the lock) and initialized.
+        self.data.with_mut(|p| unsafe { (*p).assume_init_mut() })
+    }
+
+    /// Puts a cell in an unused place.
+    ///
+    /// # Safety
+    /// The caller holds the shard lock and the place is not in use.
+    pub(crate) unsafe fn fill(&self, cell: CellData<K, V>) {
+        // SAFETY: exclusive by the caller's contract.
+        self.data.with_mut(|p| unsafe { (*p).write(cell) });
+    }
+
+    /// Takes the cell out of a place in use, leaving it unused.
+    ///
+    /// # Safety
+    /// As [`Place::cell`]; afterwards the place is unused.
+    pub(crate) unsafe fn empty(&self) -> CellData<K, V> {
+        // SAFETY: initialized and exclusive by the caller's contract; read
+        // out once (the place is unused afterwards).
+        self.data.with_mut(|p| unsafe { (*p).assume_init_read() })
+    }
+}
+
+/// Which chunk holds slab index `i`, and where in it.
+#[inline(always)]
+fn locate(i: u32) -> (usize, usize) {
+    // Chunk `k` starts at `FIRST * (2^k - 1)`: `i + FIRST` has its top bit
+    // at `k + log2(FIRST)`.
+    let shifted = i as usize + FIRST;
+    let k = shifted.ilog2() as usize - FIRST.trailing_zeros() as usize;
+    (k, shifted - (FIRST << k))
+}
+
+/// The places of one shard, at stable addresses.
+pub(crate) struct Slab<K, V> {
+    chunks: [AtomicPtr<Place<K, V>>; CHUNKS],
+}
+
+impl<K, V> Slab<K, V> {
+    pub(crate) fn new() -> Self {
+        Slab {
+            chunks: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }
+    }
+
+    /// Makes sure place `i` exists (allocating its chunk). Under the shard lock
+    /// (one writer).
+    pub(crate) fn ensure(&self, i: u32) {
+        assert!(i < MAX_CELLS, "keybus: too many keys in one shard of a hub");
+        let (k, _) = locate(i);
+        if self.chunks[k].load(Ordering::Relaxed).is_null() {
+            let chunk: Box<[Place<K, V>]> = (0..FIRST << k).map(|_| Place::new()).collect();
+            // Release: a lock-free reader that loads the pointer (Acquire)
+            // sees the initialized places.
+            self.chunks[k].store(
+                Box::into_raw(chunk).cast::<Place<K, V>>(),
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// Place `i`, which [`Slab::ensure`] made.
+    #[inline]
+    pub(crate) fn place(&self, i: u32) -> &Place<K, V> {
+        let (k, off) = locate(i);
+        // Acquire: pairs with the Release in `ensure`.
+        let chunk = self.chunks[k].load(Ordering::Acquire);
+        assert!(!chunk.is_null(), "a place is made before it is named");
+        // SAFETY: chunk `k` holds `FIRST << k` places and `off` is below that
+        // (`locate`); chunks are freed only by `drop(&mut self)`.
+        unsafe { &*chunk.add(off) }
+    }
+}
+
+impl<K, V> Drop for Slab<K, V> {
+    fn drop(&mut self) {
+        for (k, chunk) in self.chunks.iter().enumerate() {
+            let p = chunk.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: made by `Box::into_raw` of a slice of `FIRST << k`
+                // places in `ensure`; the cells in use were dropped by the
+                // owner first (a `Place` does not drop its cell).
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, FIRST << k)) });
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(std::mem::size_of::<Place<u64, u64>>(), 48);
+    }
+
+    #[test]
+    fn indices_map_to_distinct_stable_places() {
+        for (i, want) in [
+            (0, (0, 0)),
+            (31, (0, 31)),
+            (32, (1, 0)),
+            (95, (1, 63)),
+            (96, (2, 0)),
+        ] {
+            assert_eq!(locate(i), want);
+        }
+        let slab: Slab<u64, u64> = Slab::new();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..1_000 {
+            slab.ensure(i);
+            assert!(seen.insert(slab.place(i) as *const _ as usize));
+        }
+        assert_eq!(slab.place(7) as *const _, slab.place(7) as *const _);
+    }
+
+    #[test]
+    fn marks_spill_to_the_heap_and_count_pending() {
+        let mut c: CellData<u64, String> = CellData::new(1, 1);
+        c.set_mark(0, PENDING | 3);
+        c.set_mark(9, PENDING);
+        assert_eq!(c.pending(), 2);
+        assert_eq!(c.mark(0), PENDING | 3);
+        assert_eq!(c.mark(9), PENDING);
+        assert_eq!(c.mark(5), 0);
+        c.set_mark(0, 0);
+        assert_eq!(c.pending(), 1);
+        assert_eq!(c.replace_value("a".into()), None);
+        assert_eq!(c.replace_value("b".into()).as_deref(), Some("a"));
+        assert_eq!(c.value().map(String::as_str), Some("b"));
+        // Drops the value and the heap marks (miri checks for leaks).
+    }
+}

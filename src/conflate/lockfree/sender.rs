@@ -1,0 +1,206 @@
+//! The send side: a cheap handle; a send takes no lock shared by the whole bus.
+//!
+//! The argument: `docs/design.md`, "Sends in flight: one stripe per thread",
+//! "Close versus send" and "One hash per send".
+
+use super::core::RxCore;
+use super::registry::Listed;
+use super::shared::Shared;
+use super::stripes::{leave_and_see_close, Stripe};
+use crate::conflate::common::hub_word::HubWord;
+use crate::conflate::common::reentrancy::SendScope;
+use crate::error::SendError;
+use crate::sync::Arc;
+use std::fmt;
+use std::hash::Hash;
+
+/// The send side of a [`Hub`](super::Hub): a cheap `Clone` handle, `Send + Sync`.
+///
+/// Every clone is a handle to the one send side; closing any of them closes it.
+/// The send side also closes, gracefully, when the hub and every `Sender` are
+/// dropped.
+pub struct Sender<K, V> {
+    pub(crate) shared: Arc<Shared<K, V>>,
+}
+
+/// Ends one send in flight, also when user code panics out of the fan-out, so
+/// a stripe can never stay in flight (docs/design.md, "Panics in user code").
+struct InFlight<'a, K, V> {
+    shared: &'a Shared<K, V>,
+    stripe: Stripe<'a>,
+}
+
+impl<K, V> Drop for InFlight<'_, K, V> {
+    fn drop(&mut self) {
+        leave(self.shared, self.stripe, true);
+    }
+}
+
+/// Leaves the stripe; if the send side closed meanwhile, a receiver may be
+/// waiting for this very send to leave before it reports `Closed`: wake them
+/// all (see `stripes::leave_and_see_close`).
+#[inline]
+fn leave<K, V>(shared: &Shared<K, V>, stripe: Stripe<'_>, counted: bool) {
+    if leave_and_see_close(stripe, counted, &shared.state) {
+        shared.wake_all();
+    }
+}
+
+/// Fans one send out to the receivers with their own values, in
+/// registration order; the last takes the value by move.
+#[inline(never)]
+fn deliver_own<K: Eq + Clone, V>(own: &Listed<'_, RxCore<K, V>>, hash: u64, key: &K, value: V)
+where
+    V: Clone,
+{
+    if let Some((last, rest)) = own.split_last() {
+        // The list may hold holes (receivers that left): `iter` skips them.
+        for core in rest.iter() {
+            core.deliver(hash, key, value.clone());
+        }
+        last.deliver(hash, key, value);
+    }
+}
+
+impl<K, V> Sender<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    /// Sends `value` under `key` to every live receiver. Never blocks.
+    ///
+    /// For a receiver with `key` pending, the value merges into its pending
+    /// value (the key keeps its queue position); otherwise the key is appended
+    /// at the back. With no live receiver (and no state table) this is one
+    /// atomic load of the hub's state plus a count in a stripe its thread owns
+    /// (no read-modify-write), and returns `Ok(())`.
+    ///
+    /// Cost: one hash. Receivers of every key with the default merge share
+    /// one cell per key: a send for a key pending at all of them is one lock
+    /// of the key's cell shard and one write, however many they are. Each
+    /// receiver with a key filter, its own merge or `max_pending` costs one
+    /// lock of one of its shards on top. A send that coalesces allocates
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`SendError`] with the key and value when the send side is closed; nothing
+    /// was published.
+    ///
+    /// # Panics
+    /// If a receiver's key filter or merge panics, the panic propagates here after
+    /// the bus was repaired (see the [module docs](crate::conflate#panics-in-user-code)).
+    #[inline]
+    pub fn send(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        let shared = &*self.shared;
+        // The no-receiver fast path: one Acquire load and an owned count.
+        let now = shared.state.load();
+        if now.tx_closed() {
+            return shared.refuse(key, value);
+        }
+        let stripe = shared.stripes.mine();
+        if now.idle() {
+            stripe.count();
+            return Ok(());
+        }
+        self.fan_out(stripe, key, value)
+    }
+
+    /// The send proper, out of line so the fast path above stays small.
+    #[inline(never)]
+    fn fan_out(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
+        let shared = &*self.shared;
+        // First: a send from user code running inside a send (or inside a
+        // snapshot registration's user code) of this hub panics here, before
+        // it marks its stripe or waits for anything. Dropped after
+        // `_in_flight` (declared below), whose drop only wakes receivers.
+        let _scope = SendScope::enter(shared);
+        loop {
+            stripe.enter();
+            let now = shared.state.load();
+            if now.tx_closed() {
+                leave(shared, stripe, false);
+                return shared.refuse(key, value);
+            }
+            if now.idle() {
+                // The last receiver left since the first look.
+                leave(shared, stripe, true);
+                return Ok(());
+            }
+            if !now.quiescing() {
+                break;
+            }
+            // A snapshot registration is copying the table: wait holding
+            // nothing, then decide afresh. (User code of that registration on
+            // this thread would wait for itself: `SendScope::enter` above
+            // panicked for it already.)
+            stripe.leave(false);
+            shared.state.wait_quiesced();
+        }
+        let _in_flight = InFlight { shared, stripe };
+        let hash = shared.hash(&key);
+        // SAFETY: this send is in flight until `_in_flight` drops, after the
+        // last use of either list.
+        let own = unsafe { shared.registry.own() };
+        let mut value = Some(value);
+        if shared.retain || shared.has_cell_receivers() {
+            // The cells first (the table, then every cell receiver): a
+            // panicking hub merge removes the key and reaches no receiver.
+            // The tombstone test is user code: run before anything is locked.
+            let tombstone = shared.tombstones.is(value.as_ref().expect("not moved yet"));
+            let v = if own.is_empty() {
+                value.take().expect("not moved yet")
+            } else {
+                value.clone().expect("not moved yet")
+            };
+            // SAFETY: in flight until `_in_flight` drops, after `wakes`.
+            let wakes = unsafe {
+                shared
+                    .cells
+                    .send(hash, &key, v, tombstone, &shared.registry, &shared.clock)
+            };
+            wakes.wake();
+        }
+        if let Some(value) = value {
+            if !own.is_empty() {
+                deliver_own(&own, hash, &key, value);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the send side gracefully: every receiver still delivers everything
+    /// pending, then reports closed. Idempotent. Returns once every receiver was
+    /// told; a send still in flight finishes on its own (the receivers wait for
+    /// it).
+    pub fn close(&self) {
+        self.shared.close_tx();
+    }
+
+    /// Whether the send side is closed (by [`close`](Self::close), by
+    /// [`Hub::close_now`](super::Hub::close_now), or by dropping every hub and sender).
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.load().tx_closed()
+    }
+}
+
+impl<K, V> Clone for Sender<K, V> {
+    fn clone(&self) -> Self {
+        self.shared.acquire_handle();
+        Sender {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K, V> Drop for Sender<K, V> {
+    fn drop(&mut self) {
+        self.shared.release_handle();
+    }
+}
+
+impl<K, V> fmt::Debug for Sender<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.state.load().fmt_handle(f, "Sender")
+    }
+}

@@ -1,0 +1,420 @@
+//! What every handle of one hub shares: the state word, the stripes, the
+//! receiver registry, the cells, the clock, the hasher and the hub's merge.
+//!
+//! The argument: `docs/design.md`, "The registry", "Registration versus send"
+//! and "Snapshot registration is one instant".
+
+use super::barrier;
+use super::cell_rx::CellRx;
+use super::cells::Cells;
+use super::core::RxCore;
+use super::registry::{self, Registry, Writer};
+use super::state::HubState;
+use super::stripes::Stripes;
+use crate::conflate::common::counters::{Departure, Departures};
+use crate::conflate::common::hash::KeyHasher;
+use crate::conflate::common::hub_word::HubWord;
+use crate::conflate::common::policy::{KeyFilter, Merge};
+use crate::conflate::common::reentrancy::{forbid_inside_send, SendScope};
+use crate::conflate::common::removal::Tombstones;
+use crate::conflate::common::stats::{HubStats, ReceiverInfo};
+use crate::error::SendError;
+use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crossbeam_utils::CachePadded;
+use std::hash::Hash;
+
+#[cfg(test)]
+thread_local! {
+    /// Acquisitions of any hub's writer lock on this thread (tests only).
+    pub(crate) static WRITER_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The registry writer's lock: serializes register, deregister, the closes
+/// and grace periods. No send takes it (but a send that leaves after a close,
+/// to wake the receivers).
+pub(crate) struct WriterState<K, V> {
+    /// Set by `Hub::close_now`: receivers made afterwards are born closed.
+    closed: bool,
+    list: Writer<K, V>,
+}
+
+pub(crate) struct Shared<K, V> {
+    pub(crate) state: HubState,
+    /// Sends in flight and sends accepted, per thread.
+    pub(crate) stripes: Stripes,
+    pub(crate) registry: Registry<K, V>,
+    writer: Mutex<WriterState<K, V>>,
+    hasher: KeyHasher,
+    pub(crate) merge: Merge<V>,
+    /// Which values remove their key (`HubBuilder::tombstones`).
+    pub(crate) tombstones: Tombstones<V>,
+    /// One cell per live key, for the cell receivers and the state table.
+    pub(crate) cells: Cells<K, V>,
+    /// Moves on every cut of a cell receiver and every change of the cell
+    /// receivers: a cell stamped with the clock's value needs no fan-out.
+    pub(crate) clock: CachePadded<AtomicU64>,
+    /// `retain_latest`.
+    pub(crate) retain: bool,
+    /// Cell receivers listed now (written under the writer lock). A send
+    /// skips the cells when there are none and no table.
+    cell_receivers: AtomicUsize,
+    /// `Hub` and `Sender` handles alive; the last one to drop closes the send side.
+    handles: AtomicUsize,
+    /// Refused sends (rare: one shared counter).
+    refused: AtomicU64,
+    /// How registered receivers left (`HubStats::receivers_*`), written under
+    /// the writer lock.
+    departures: Departures,
+    /// The next receiver's number (`ReceiverInfo::id`), taken at build.
+    serials: AtomicU64,
+}
+
+/// Clears `QUIESCE` when a snapshot registration ends, also by a panic in the
+/// user code it runs (key filter, clones), so sends can never stay held off.
+struct Unquiesce<'a>(&'a HubState);
+
+impl Drop for Unquiesce<'_> {
+    fn drop(&mut self) {
+        self.0.unquiesce();
+    }
+}
+
+impl<K, V> Shared<K, V> {
+    pub(crate) fn new(merge: Merge<V>, retain: bool, tombstones: Tombstones<V>) -> Self
+    where
+        V: 'static,
+    {
+        let merge = tombstones.across_lives(merge);
+        let (registry, list) = registry::new();
+        Shared {
+            state: HubState::new(retain),
+            stripes: Stripes::new(),
+            registry,
+            writer: Mutex::new(WriterState {
+                closed: false,
+                list,
+            }),
+            hasher: KeyHasher::default(),
+            cells: Cells::new(merge.clone(), retain, tombstones.clone()),
+            merge,
+            tombstones,
+            clock: CachePadded::new(AtomicU64::new(0)),
+            retain,
+            cell_receivers: AtomicUsize::new(0),
+            handles: AtomicUsize::new(1),
+            refused: AtomicU64::new(0),
+            departures: Departures::default(),
+            serials: AtomicU64::new(0),
+        }
+    }
+
+    /// A number for a receiver being built. Relaxed: a unique count, nothing
+    /// is published through it.
+    pub(crate) fn next_serial(&self) -> u64 {
+        self.serials.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Every live (listed) receiver with its accounting, in number order.
+    /// Under the writer lock, so the list is one instant of the registry; the
+    /// stats are lock-free reads (a cell receiver's walks its pending
+    /// entries, O(pending)). Sends never wait for it.
+    pub(crate) fn receivers(&self) -> Vec<ReceiverInfo> {
+        forbid_inside_send(self, "Hub::receivers");
+        let w = self.lock_writer();
+        let mut out: Vec<ReceiverInfo> = w
+            .list
+            .own_cores()
+            .into_iter()
+            .map(|core| ReceiverInfo {
+                id: core.id,
+                name: core.name.clone(),
+                stats: core.stats(),
+            })
+            .chain(w.list.cell_rxs().into_iter().map(|rx| ReceiverInfo {
+                id: rx.serial,
+                name: rx.name.clone(),
+                stats: rx.stats(&self.cells),
+            }))
+            .collect();
+        drop(w);
+        out.sort_by_key(|info| info.id);
+        out
+    }
+
+    /// A refused send: counted, key and value handed back.
+    #[cold]
+    pub(crate) fn refuse(&self, key: K, value: V) -> Result<(), SendError<K, V>> {
+        // Relaxed: a count; nothing is published through it.
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Err(SendError { key, value })
+    }
+
+    /// The hub's accounting; lock-free loads only.
+    pub(crate) fn stats(&self) -> HubStats {
+        HubStats {
+            sent: self.stripes.sent(),
+            refused: self.refused.load(Ordering::Relaxed),
+            receivers: self.state.load().receivers(),
+            ..self.departures.fill(HubStats::default())
+        }
+    }
+
+    /// The hub-wide lock (registry writers only). Tests count its acquisitions
+    /// to show that no send takes it.
+    fn lock_writer(&self) -> MutexGuard<'_, WriterState<K, V>> {
+        #[cfg(test)]
+        WRITER_LOCKS.with(|n| n.set(n.get() + 1));
+        lock(&self.writer)
+    }
+
+    /// Whether the hub keeps a state table (`HubBuilder::retain_latest`).
+    pub(crate) fn retains(&self) -> bool {
+        self.retain
+    }
+
+    /// The key's hash, computed once per send and reused for every receiver's
+    /// shard choice and probe (docs/design.md, "One hash per send").
+    pub(crate) fn hash(&self, key: &K) -> u64
+    where
+        K: Hash,
+    {
+        self.hasher.hash(key)
+    }
+
+    /// The send side is closed and no send can still publish: what a receiver
+    /// sees now is everything it will ever get. For a receiver that was told
+    /// the send side closed (after the close's heavy fence).
+    pub(crate) fn quiescent_closed(&self) -> bool {
+        self.state.load().tx_closed() && !self.stripes.any_in_flight()
+    }
+
+    /// Whether any cell receiver is listed. Acquire pairs with the Release
+    /// store under the writer lock: a send that starts after a registration
+    /// returned sees it.
+    #[inline]
+    pub(crate) fn has_cell_receivers(&self) -> bool {
+        self.cell_receivers.load(Ordering::Acquire) != 0
+    }
+
+    fn count_cell_receivers(&self, w: &WriterState<K, V>) {
+        self.cell_receivers
+            .store(w.list.cell_live(), Ordering::Release);
+    }
+
+    /// Moves the clock (a change of the cell receivers). AcqRel: a send that
+    /// reads the new value under a cell lock sees the registry change.
+    fn tick(&self) {
+        self.clock.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether a new receiver is born closed (the hub or the send side is
+    /// closed); under the writer lock, as `close_tx` marks receivers under it.
+    fn born_closed(&self, w: &WriterState<K, V>) -> bool {
+        w.closed || self.state.load().tx_closed()
+    }
+
+    /// Lists an own-value receiver, unless it is born closed.
+    pub(crate) fn register_own(&self, core: &Arc<RxCore<K, V>>) {
+        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        let mut w = self.lock_writer();
+        if self.born_closed(&w) {
+            core.close();
+            return;
+        }
+        w.list.register_own(&self.registry, core);
+        self.state.add_receiver();
+    }
+
+    /// Makes and lists a cell receiver (born with the table pending if
+    /// `snapshot`), or one born closed.
+    pub(crate) fn register_cell(
+        &self,
+        snapshot: bool,
+        serial: u64,
+        name: Option<std::sync::Arc<str>>,
+        correction: Option<std::sync::Arc<crate::conflate::common::removal::Correction>>,
+    ) -> Arc<CellRx>
+    where
+        K: Eq + Clone,
+        V: Clone,
+    {
+        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        let mut w = self.lock_writer();
+        let rx = Arc::new(CellRx::new(w.list.next_cell_id(), serial, name, correction));
+        if self.born_closed(&w) {
+            rx.close();
+            return rx;
+        }
+        let _resume = snapshot.then(|| self.hold_sends_off());
+        if snapshot {
+            // Copies nothing but cell names and marks: no user code runs.
+            self.cells.seed(&rx);
+        }
+        w.list.register_cell(&self.registry, &rx);
+        self.count_cell_receivers(&w);
+        self.tick();
+        self.state.add_receiver();
+        rx
+    }
+
+    /// Sets `QUIESCE` and waits until no send is in flight; the guard lets
+    /// sends in again. Caller holds the writer lock.
+    fn hold_sends_off(&self) -> Unquiesce<'_> {
+        self.state.quiesce();
+        let resume = Unquiesce(&self.state);
+        // A send that entered before the bit saw no quiesce and may update
+        // the table; wait for it (Acquire in the wait pairs with its Release
+        // leave: its updates happen-before the copy).
+        self.stripes.wait_for_sends_in_flight();
+        resume
+    }
+
+    /// Lists an own-value receiver born with the state table pending (rule
+    /// 12), as one instant against every send: sends are held off and drained,
+    /// the table is copied into `core`, `core` is listed, and sends resume.
+    pub(crate) fn register_own_snapshot(
+        &self,
+        core: &Arc<RxCore<K, V>>,
+        filter: &KeyFilter<K>,
+        limit: usize,
+    ) where
+        K: Hash + Eq + Clone,
+        V: Clone,
+    {
+        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        let mut w = self.lock_writer();
+        if self.born_closed(&w) {
+            core.close();
+            return;
+        }
+        let _resume = self.hold_sends_off();
+        {
+            // The clones and the filter are user code: a call back into this
+            // hub from them would wait for this registration; make it panic.
+            let _scope = SendScope::enter(self);
+            let entries = self.cells.snapshot();
+            core.seed(
+                entries
+                    .into_iter()
+                    .filter(|(key, _)| filter.accepts(key))
+                    .take(limit)
+                    .map(|(k, v)| (self.hash(&k), k, v)),
+            );
+        }
+        w.list.register_own(&self.registry, core);
+        self.state.add_receiver();
+    }
+
+    pub(crate) fn deregister_own(&self, core: &RxCore<K, V>, how: Departure) {
+        let mut w = self.lock_writer();
+        if w.list.deregister_own(&self.registry, core) {
+            self.state.remove_receiver();
+            self.departures.count(how);
+        }
+        self.maybe_collect(w);
+    }
+
+    pub(crate) fn deregister_cell(&self, rx: &CellRx, how: Departure) {
+        let mut w = self.lock_writer();
+        if w.list.deregister_cell(rx) {
+            self.count_cell_receivers(&w);
+            self.tick();
+            self.state.remove_receiver();
+            self.departures.count(how);
+        }
+        // No collection here: the consumer lets go of its entries next (it
+        // walks them, clearing their marks), then `let_go` collects, so the
+        // grace period comes after that walk and the clean-up catches what
+        // sends in flight pushed meanwhile.
+    }
+
+    /// A cell receiver's consumer let go of it (after a hard close): it may be
+    /// cleaned up now.
+    pub(crate) fn let_go(&self) {
+        let w = self.lock_writer();
+        self.maybe_collect(w);
+    }
+
+    /// Runs a grace period and releases what was retired, if enough is.
+    fn maybe_collect(&self, mut w: MutexGuard<'_, WriterState<K, V>>) {
+        if !w.list.should_collect() {
+            return;
+        }
+        self.stripes.wait_for_sends_in_flight();
+        let released = w.list.collect(|rx| rx.clean_up(&self.cells));
+        drop(w);
+        // Receivers' last counts (and their queues), dropped outside the lock.
+        drop(released);
+    }
+
+    /// Wakes every registered receiver: the last send in flight after a close
+    /// finished, so a drain may be complete. Takes the writer lock; rare.
+    pub(crate) fn wake_all(&self) {
+        let w = self.lock_writer();
+        for core in w.list.own_cores() {
+            core.notify.notify(usize::MAX);
+        }
+        for rx in w.list.cell_rxs() {
+            rx.notify.notify(usize::MAX);
+        }
+    }
+
+    pub(crate) fn close_tx(&self) {
+        forbid_inside_send(self, "Sender::close");
+        self.state.close_tx();
+        // After this, a send that did not see `TX_CLOSED` has its stripe
+        // visible to every thread the marks below reach (see `stripes.rs`).
+        barrier::heavy();
+        let w = self.lock_writer();
+        for core in w.list.own_cores() {
+            core.mark_tx_closed();
+        }
+        for rx in w.list.cell_rxs() {
+            rx.mark_tx_closed();
+        }
+    }
+
+    /// Hard close: the send side and every receiver, now; nothing drains.
+    pub(crate) fn close_hub(&self) {
+        forbid_inside_send(self, "Hub::close_now");
+        self.state.close_hub();
+        let (own, cells) = {
+            let mut w = self.lock_writer();
+            w.closed = true;
+            let listed = w.list.clear(&self.registry);
+            self.departures
+                .count_hard_closed((listed.0.len() + listed.1.len()) as u64);
+            self.count_cell_receivers(&w);
+            self.state.clear_receivers();
+            self.tick();
+            listed
+        };
+        for core in &own {
+            core.close();
+            core.clear();
+        }
+        for rx in &cells {
+            // Its consumer lets go of its entries when it next looks (the
+            // entries are its own to walk), or when it is dropped; the
+            // values go now.
+            rx.close();
+        }
+        self.cells.drop_values();
+        for rx in &cells {
+            rx.notify.notify(usize::MAX);
+        }
+    }
+
+    pub(crate) fn acquire_handle(&self) {
+        // Relaxed: like `Arc::clone`, a new handle is made from an existing one,
+        // which keeps the count above zero meanwhile.
+        self.handles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn release_handle(&self) {
+        // AcqRel: the last release must see every other handle's work done.
+        if self.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.close_tx();
+        }
+    }
+}

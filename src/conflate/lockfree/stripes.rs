@@ -1,0 +1,514 @@
+//! Sends in flight and sends accepted, one word per thread per hub
+//! (docs/design.md, "Sends in flight: one stripe per thread").
+//!
+//! Each sending thread owns one word of each hub it sends on, its *stripe*:
+//! the high bits count the thread's accepted sends (`HubStats::sent`), the low
+//! bits say whether one of its sends is in flight. Only the owner writes it, so
+//! entering and leaving are a plain load and store on a line no other running
+//! thread writes: no read-modify-write anywhere on the send path.
+//!
+//! - **Entering**: store the word with the in-flight bit, then
+//!   [`barrier::light`], then load the hub's state word (closed? quiescing?).
+//!   **Leaving**: store the word with the bit clear and the count raised
+//!   (Release: what the send published happens-before a reader that sees it).
+//! - **Waiting for the sends in flight** ([`Stripes::wait_for_sends_in_flight`]):
+//!   the rare side stores its decision in the state word, runs
+//!   [`barrier::heavy`], then loads every stripe and waits until each one that
+//!   was in flight has changed. Dekker: either a send saw the decision, or its
+//!   stripe store is visible here and this waits for it.
+//! - **Thread indices**: every thread that sends takes a process-wide index
+//!   the first time (a free list under a mutex; an exiting thread gives its
+//!   index back), and each hub keeps one stripe per index in lazily allocated
+//!   chunks of 64. A
+//!   per-thread cache of (hub id, stripe pointer) makes the lookup two loads
+//!   and a compare for a thread that sends on one hub over and over. A thread
+//!   past the last chunk, or sending from a thread-local destructor after its
+//!   index went back, uses the hub's *shared* stripe with read-modify-writes.
+//!
+//! Under loom and shuttle each model thread gets its own stripe in a small
+//! per-hub array (a model thread is not an OS thread, and a model atomic cannot
+//! live in a process-wide table), written with the same plain stores.
+
+use super::barrier;
+use super::state::HubState;
+use crate::conflate::common::hub_word::HubWord;
+use crate::sync::{spin_wait, AtomicU64, Ordering};
+
+/// One accepted send in a stripe's count.
+const SEND: u64 = 1 << 16;
+/// The in-flight count (0 or 1 for an owned stripe).
+const FLIGHT: u64 = SEND - 1;
+
+#[cfg(not(any(loom, shuttle)))]
+const CHUNK: usize = 64;
+#[cfg(not(any(loom, shuttle)))]
+const CHUNKS: usize = 64;
+
+/// One hub's stripes for 64 thread indices.
+#[cfg(not(any(loom, shuttle)))]
+struct Chunk([std::sync::atomic::AtomicU64; CHUNK]);
+
+/// Model threads per hub that get a stripe of their own (more share the
+/// shared stripe).
+#[cfg(any(loom, shuttle))]
+const MODEL_STRIPES: usize = 3;
+
+/// One hub's stripes.
+pub(crate) struct Stripes {
+    /// Unique for the life of the process (see `thread_index::CACHE`).
+    #[cfg(not(any(loom, shuttle)))]
+    id: u64,
+    #[cfg(not(any(loom, shuttle)))]
+    chunks: Box<[std::sync::atomic::AtomicPtr<Chunk>]>,
+    #[cfg(any(loom, shuttle))]
+    model: [AtomicU64; MODEL_STRIPES],
+    /// Which model thread owns which of `model` (a plain mutex: model
+    /// threads run one at a time, and this is bookkeeping, not protocol).
+    #[cfg(any(loom, shuttle))]
+    owners: std::sync::Mutex<Vec<ModelThread>>,
+    /// For threads without a stripe of their own: read-modify-writes.
+    shared: AtomicU64,
+}
+
+#[cfg(loom)]
+type ModelThread = loom::thread::ThreadId;
+#[cfg(all(shuttle, not(loom)))]
+type ModelThread = shuttle::thread::ThreadId;
+
+/// A thread's stripe of one hub: its own (plain stores) or the shared one.
+#[derive(Clone, Copy)]
+pub(crate) enum Stripe<'a> {
+    Own(&'a AtomicU64),
+    Shared(&'a AtomicU64),
+}
+
+impl Stripe<'_> {
+    /// Counts one accepted send that is never in flight (no receiver, no
+    /// table: nothing to publish). Relaxed: a count, read by `Stripes::sent`.
+    #[inline]
+    pub(crate) fn count(self) {
+        match self {
+            Stripe::Own(w) => w.store(w.load(Ordering::Relaxed) + SEND, Ordering::Relaxed),
+            Stripe::Shared(w) => {
+                w.fetch_add(SEND, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Marks a send in flight; the caller then loads the state word. The
+    /// store is Relaxed: [`barrier::light`] orders it before that load, and
+    /// [`barrier::heavy`] on the rare side makes it visible there (see the
+    /// module docs).
+    #[inline]
+    pub(crate) fn enter(self) {
+        match self {
+            Stripe::Own(w) => {
+                let now = w.load(Ordering::Relaxed);
+                debug_assert_eq!(now & FLIGHT, 0, "one send in flight per thread and hub");
+                w.store(now + 1, Ordering::Relaxed);
+            }
+            Stripe::Shared(w) => {
+                let before = w.fetch_add(1, Ordering::Relaxed);
+                assert!(before & FLIGHT < FLIGHT - 1, "too many sends in flight");
+            }
+        }
+        barrier::light();
+    }
+
+    /// Ends a send in flight; `counted`: it was accepted (it counts in
+    /// `sent`), else it was refused or retried. Release: everything the send
+    /// published happens-before any Acquire load that sees this store (a
+    /// grace period, a drained check).
+    #[inline]
+    pub(crate) fn leave(self, counted: bool) {
+        let delta = if counted {
+            SEND - 1
+        } else {
+            0u64.wrapping_sub(1)
+        };
+        match self {
+            Stripe::Own(w) => {
+                let now = w.load(Ordering::Relaxed);
+                w.store(now.wrapping_add(delta), Ordering::Release);
+            }
+            Stripe::Shared(w) => {
+                w.fetch_add(delta, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Ends a send in flight on `stripe` (see [`Stripe::leave`]), then tells
+/// whether the send side closed meanwhile: the caller must then wake the
+/// receivers, one of which may be waiting for this very send to leave before
+/// it reports `Closed`. The fence pairs with the close's heavy one: either the
+/// close (and the receivers it told) sees this stripe left, or this load sees
+/// `TX_CLOSED` — never neither.
+#[inline]
+pub(crate) fn leave_and_see_close(stripe: Stripe<'_>, counted: bool, state: &HubState) -> bool {
+    stripe.leave(counted);
+    barrier::light();
+    state.load().tx_closed()
+}
+
+impl Stripes {
+    pub(crate) fn new() -> Self {
+        barrier::init();
+        Stripes {
+            #[cfg(not(any(loom, shuttle)))]
+            id: {
+                // Relaxed: only uniqueness matters. Starts at 1: 0 is the
+                // empty cache. 2^64 hubs are never made.
+                static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
+            #[cfg(not(any(loom, shuttle)))]
+            chunks: (0..CHUNKS)
+                .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            #[cfg(any(loom, shuttle))]
+            model: std::array::from_fn(|_| AtomicU64::new(0)),
+            #[cfg(any(loom, shuttle))]
+            owners: std::sync::Mutex::new(Vec::new()),
+            shared: AtomicU64::new(0),
+        }
+    }
+
+    /// This thread's stripe of this hub.
+    #[cfg(not(any(loom, shuttle)))]
+    #[inline]
+    pub(crate) fn mine(&self) -> Stripe<'_> {
+        let (cached, stripe) = thread_index::CACHE.with(std::cell::Cell::get);
+        if cached == self.id {
+            // The cache holds `self.id` only if this thread stored it in
+            // `lookup`, with a pointer to this thread's stripe in one of
+            // `self`'s chunks; ids are never reused, and the chunks are freed
+            // only by `drop(&mut self)`. The exit guard clears the cache
+            // before the thread index changes hands.
+            // SAFETY: so while `&self` lives the pointer is valid, and the
+            // stripe it names is still this thread's.
+            return Stripe::Own(unsafe { &*stripe });
+        }
+        self.lookup()
+    }
+
+    #[cfg(not(any(loom, shuttle)))]
+    #[cold]
+    fn lookup(&self) -> Stripe<'_> {
+        use std::sync::atomic::Ordering as O;
+        let id = thread_index::get();
+        let Some(cell) = self.chunks.get(id / CHUNK) else {
+            return Stripe::Shared(&self.shared);
+        };
+        // Acquire pairs with the Release of the CAS that installed the chunk:
+        // its zeroed stripes are visible.
+        let chunk = cell.load(O::Acquire);
+        let chunk = if chunk.is_null() {
+            self.install(id / CHUNK)
+        } else {
+            chunk
+        };
+        // Stride: ids 0..8 land on 8 different cache lines.
+        let at = (id % CHUNK % 8) * 8 + id % CHUNK / 8;
+        // SAFETY: `chunk` came from `Box::into_raw` in `install` and is freed
+        // only in `drop`, which has `&mut self`.
+        let stripe = unsafe { &(*chunk).0[at] };
+        thread_index::CACHE.with(|c| c.set((self.id, stripe as *const _)));
+        Stripe::Own(stripe)
+    }
+
+    /// This model thread's stripe of this hub.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn mine(&self) -> Stripe<'_> {
+        #[cfg(loom)]
+        let me = loom::thread::current().id();
+        #[cfg(all(shuttle, not(loom)))]
+        let me = shuttle::thread::current().id();
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let at = match owners.iter().position(|t| *t == me) {
+            Some(at) => at,
+            None => {
+                owners.push(me);
+                owners.len() - 1
+            }
+        };
+        match self.model.get(at) {
+            Some(w) => Stripe::Own(w),
+            None => Stripe::Shared(&self.shared),
+        }
+    }
+
+    /// Allocates chunk `c` unless another thread just did; returns the one
+    /// installed.
+    #[cfg(not(any(loom, shuttle)))]
+    #[cold]
+    fn install(&self, c: usize) -> *mut Chunk {
+        use std::sync::atomic::Ordering as O;
+        let fresh = Box::into_raw(Box::new(Chunk(std::array::from_fn(|_| {
+            std::sync::atomic::AtomicU64::new(0)
+        }))));
+        // AcqRel: Release publishes the zeroed chunk; Acquire (on failure too)
+        // sees the winner's.
+        match self.chunks[c].compare_exchange(std::ptr::null_mut(), fresh, O::AcqRel, O::Acquire) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                winner
+            }
+        }
+    }
+
+    /// Runs `f` on every stripe: the shared one first, then each allocated
+    /// one (`true` for owned stripes).
+    fn each(&self, mut f: impl FnMut(&AtomicU64, bool)) {
+        f(&self.shared, false);
+        #[cfg(any(loom, shuttle))]
+        for w in &self.model {
+            f(w, true);
+        }
+        #[cfg(not(any(loom, shuttle)))]
+        for cell in self.chunks.iter() {
+            let chunk = cell.load(std::sync::atomic::Ordering::Acquire);
+            if !chunk.is_null() {
+                // SAFETY: as in `lookup`.
+                let chunk = unsafe { &*chunk };
+                for w in &chunk.0 {
+                    f(w, true);
+                }
+            }
+        }
+    }
+
+    /// Accepted sends: exact once no send runs, lagging otherwise. Relaxed:
+    /// whatever made the sends finish for the reader (a join, a channel)
+    /// orders their stores before these loads.
+    pub(crate) fn sent(&self) -> u64 {
+        let mut sum = 0;
+        self.each(|w, _| sum += w.load(Ordering::Relaxed) / SEND);
+        sum
+    }
+
+    /// Whether any send is in flight now. Acquire pairs with each send's
+    /// Release leave: a `false` means every send this saw leave published
+    /// everything before. For the drained check after a close, which runs
+    /// after the close's [`barrier::heavy`] (see the module docs).
+    pub(crate) fn any_in_flight(&self) -> bool {
+        let mut any = false;
+        self.each(|w, _| any |= w.load(Ordering::Acquire) & FLIGHT != 0);
+        any
+    }
+
+    /// Waits until every send that may not have seen a decision the caller
+    /// just stored in the state word has left: [`barrier::heavy`], then each
+    /// stripe found in flight is waited on until its owner leaves (the word
+    /// changes) — the shared stripe until nothing is in flight on it.
+    ///
+    /// Acquire (each load) pairs with the sends' Release leave: what they
+    /// published happens-before the caller's next step.
+    pub(crate) fn wait_for_sends_in_flight(&self) {
+        barrier::heavy();
+        self.each(|w, own| {
+            let seen = w.load(Ordering::Acquire);
+            if seen & FLIGHT == 0 {
+                return;
+            }
+            if own {
+                spin_wait(|| w.load(Ordering::Acquire) != seen);
+            } else {
+                spin_wait(|| w.load(Ordering::Acquire) & FLIGHT == 0);
+            }
+        });
+    }
+}
+
+#[cfg(not(any(loom, shuttle)))]
+impl Drop for Stripes {
+    fn drop(&mut self) {
+        for cell in self.chunks.iter_mut() {
+            let chunk = *cell.get_mut();
+            if !chunk.is_null() {
+                // SAFETY: from `Box::into_raw`; `&mut self`: nobody else uses it.
+                drop(unsafe { Box::from_raw(chunk) });
+            }
+        }
+    }
+}
+
+#[cfg(not(any(loom, shuttle)))]
+mod thread_index {
+    //! Process-wide thread indices, one per live sending thread.
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Mutex;
+
+    /// "No index yet" (and, after the guard ran, "no index any more").
+    pub(super) const NONE: usize = usize::MAX;
+
+    static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    static NEXT: Mutex<usize> = Mutex::new(0);
+
+    std::thread_local! {
+        /// This thread's index (a `const` thread-local without a
+        /// destructor: one load, always accessible).
+        static ID: Cell<usize> = const { Cell::new(NONE) };
+        /// Gives the id back when the thread exits.
+        static GUARD: Guard = const { Guard };
+        /// The stripe this thread last used: (the hub's `Stripes::id`, its
+        /// stripe for this thread). Read on every send. Cleared by `Guard`
+        /// when the index is given back.
+        pub(super) static CACHE: Cell<(u64, *const AtomicU64)> =
+            const { Cell::new((0, std::ptr::null())) };
+    }
+
+    struct Guard;
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let id = ID.with(|c| c.replace(NONE));
+            // A send from a later thread-local destructor must not use the
+            // stripe given back below: it finds no cache and no id, and uses
+            // the hub's shared stripe.
+            CACHE.with(|c| c.set((0, std::ptr::null())));
+            if id != NONE {
+                // The mutex orders this thread's last stripe stores before
+                // the next owner's first load.
+                FREE.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+            }
+        }
+    }
+
+    /// This thread's index, taking one on first use; `NONE` if the thread is
+    /// exiting (its guard already ran or cannot be registered).
+    #[inline]
+    pub(super) fn get() -> usize {
+        let id = ID.with(Cell::get);
+        if id != NONE {
+            return id;
+        }
+        take()
+    }
+
+    #[cold]
+    fn take() -> usize {
+        // Registering the guard (its destructor) first: if that fails, the
+        // thread is being torn down, and an id taken now would never return.
+        if GUARD.try_with(|_| ()).is_err() {
+            return NONE;
+        }
+        let reused = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let id = reused.unwrap_or_else(|| {
+            let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+            *next += 1;
+            *next - 1
+        });
+        ID.with(|c| c.set(id));
+        id
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::Stripes;
+    use std::sync::Barrier;
+
+    #[test]
+    fn stripes_follow_the_hub_a_thread_sends_on() {
+        // One thread alternating between hubs (each switch misses the
+        // per-thread cache), then a hub dropped and a new one made, which
+        // may reuse its address but never its id.
+        let (a, b) = (Stripes::new(), Stripes::new());
+        for i in 0..10u64 {
+            for _ in 0..=i {
+                a.mine().count();
+            }
+            let s = b.mine();
+            s.enter();
+            s.leave(true);
+        }
+        assert_eq!((a.sent(), b.sent()), (55, 10));
+        drop(a);
+        let c = Stripes::new();
+        c.mine().count();
+        assert_eq!((b.sent(), c.sent()), (10, 1));
+        assert!(!b.any_in_flight());
+        let s = b.mine();
+        s.enter();
+        assert!(b.any_in_flight());
+        s.leave(false);
+        assert!(!b.any_in_flight());
+        assert_eq!(b.sent(), 10, "a send that left uncounted counts nowhere");
+    }
+
+    #[test]
+    fn stripes_are_exact_across_many_threads_and_reused_thread_indices() {
+        // Smaller under miri, which runs every step of every thread.
+        let (threads, per, serial) = if cfg!(miri) {
+            (70, 3, 5)
+        } else {
+            (80, 1_000, 50)
+        };
+        let stripes = Stripes::new();
+        // More than 64 threads alive at once: thread indices span two chunks.
+        let barrier = Barrier::new(threads);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    barrier.wait();
+                    for i in 0..per {
+                        let me = stripes.mine();
+                        if i % 2 == 0 {
+                            me.count();
+                        } else {
+                            me.enter();
+                            me.leave(true);
+                        }
+                    }
+                    barrier.wait();
+                });
+            }
+        });
+        let all = (threads * per) as u64;
+        assert_eq!(stripes.sent(), all);
+        // Threads one after another reuse indices; nothing is lost in the handover.
+        for _ in 0..serial {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        stripes.mine().count();
+                    }
+                });
+            });
+        }
+        let all = all + serial * 100;
+        assert_eq!(stripes.sent(), all);
+        stripes.wait_for_sends_in_flight();
+        assert!(!stripes.any_in_flight());
+    }
+
+    #[test]
+    fn waiting_for_sends_in_flight_waits_for_a_send_that_entered() {
+        let stripes = Stripes::new();
+        let entered = std::sync::atomic::AtomicBool::new(false);
+        let left = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let me = stripes.mine();
+                me.enter();
+                entered.store(true, std::sync::atomic::Ordering::SeqCst);
+                // Stay in flight until the waiter has had every chance to
+                // return early (it must not).
+                for _ in 0..1_000 {
+                    std::thread::yield_now();
+                }
+                left.store(true, std::sync::atomic::Ordering::SeqCst);
+                me.leave(true);
+            });
+            while !entered.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            stripes.wait_for_sends_in_flight();
+            assert!(left.load(std::sync::atomic::Ordering::SeqCst));
+        });
+    }
+}
