@@ -3,7 +3,7 @@
 //! Normal builds use `std` (and `event-listener` for parking); `--cfg loom` swaps in
 //! loom's model-checked versions so the protocols in `conflate` and `broadcast` can
 //! be explored exhaustively by the models in `loom-tests/`, and `--cfg shuttle`
-//! swaps in shuttle's, for the randomized schedules of `tests/shuttle_*.rs`. Code
+//! swaps in shuttle's, for the randomized schedules of `loom-tests/tests/shuttle_*.rs`. Code
 //! elsewhere names `std::sync::atomic` only for what no model should explore:
 //! the per-thread `sent` stripes' storage and thread indices
 //! (`conflate/lockfree/stripes.rs`, whose protocol the loom models drive
