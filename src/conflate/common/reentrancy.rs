@@ -129,7 +129,7 @@ pub(crate) fn forbid_inside_send<T>(hub: *const T, call: &str) {
 
 #[cold]
 #[track_caller]
-fn reentered(call: &str) -> ! {
+pub(crate) fn reentered(call: &str) -> ! {
     panic!(
         "keybus: {call} called from user code (a merge, a key filter, or a key's \
          or value's Clone/Eq/Hash/Drop) running inside Sender::send on the same \

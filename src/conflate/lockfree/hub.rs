@@ -79,7 +79,7 @@ where
         if !self.shared.retain {
             return None;
         }
-        crate::conflate::common::reentrancy::forbid_inside_send(&*self.shared, "Hub::latest");
+        self.shared.forbid_inside_send("Hub::latest");
         self.shared.cells.latest(self.shared.hash(key), key)
     }
 
@@ -110,7 +110,7 @@ where
         if !self.shared.retain {
             return Vec::new();
         }
-        crate::conflate::common::reentrancy::forbid_inside_send(&*self.shared, "Hub::snapshot");
+        self.shared.forbid_inside_send("Hub::snapshot");
         self.shared.cells.snapshot()
     }
 

@@ -491,7 +491,7 @@ where
     pub fn close(&self) {
         // Checked before anything changes, so a re-entrant call leaves the
         // receiver as it was (see `reentrancy.rs`).
-        crate::conflate::common::reentrancy::forbid_inside_send(&*self.shared, "Receiver::close");
+        self.shared.forbid_inside_send("Receiver::close");
         self.kind.close(&self.shared, Departure::Dropped);
     }
 
@@ -620,7 +620,7 @@ where
 
 impl<K, V> Drop for Receiver<K, V> {
     fn drop(&mut self) {
-        if crate::conflate::common::reentrancy::inside_send(&*self.shared) {
+        if self.shared.inside_send() {
             // Dropped by user code inside this hub's own send: deregistering
             // would take the writer lock the send may need. Closed, it takes no
             // more values; it stays listed until the hub is freed. Panic unless
@@ -634,10 +634,7 @@ impl<K, V> Drop for Receiver<K, V> {
                 }
             }
             if !std::thread::panicking() {
-                crate::conflate::common::reentrancy::forbid_inside_send(
-                    &*self.shared,
-                    "dropping a Receiver",
-                );
+                self.shared.forbid_inside_send("dropping a Receiver");
             }
             return;
         }

@@ -213,8 +213,11 @@ struct Side<T> {
     len: usize,
     /// Indices below `len` free for a new receiver now.
     holes: Vec<usize>,
-    /// Where each listed receiver is.
-    index: HashMap<usize, usize>,
+    /// Where each listed receiver is, by its address (foldhash, not std's
+    /// SipHash: the keys are our own addresses, nothing
+    /// an adversary picks, and SipHash was an eighth of a register + drop's
+    /// instructions.)
+    index: HashMap<usize, usize, foldhash::fast::FixedState>,
     live: usize,
 }
 
@@ -224,7 +227,7 @@ impl<T> Side<T> {
             array: Array::allocate(MIN_CAPACITY),
             len: 0,
             holes: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             live: 0,
         }
     }

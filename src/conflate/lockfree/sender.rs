@@ -8,7 +8,7 @@ use super::registry::Listed;
 use super::shared::Shared;
 use super::stripes::{leave_and_see_close, Stripe};
 use crate::conflate::common::hub_word::HubWord;
-use crate::conflate::common::reentrancy::SendScope;
+use crate::conflate::common::reentrancy::{reentered, SendScope};
 use crate::error::SendError;
 use crate::sync::Arc;
 use std::fmt;
@@ -106,14 +106,37 @@ where
     }
 
     /// The send proper, out of line so the fast path above stays small.
+    ///
+    /// First: a send from user code running inside a send (or inside a
+    /// snapshot registration's user code) of this hub panics, before it marks
+    /// its stripe or waits for anything. An owned stripe already in flight is
+    /// that user code (this thread's send on this hub has not left); a thread
+    /// on the shared stripe, which cannot tell, marks a thread-local scope
+    /// around its send instead (what `Shared::inside_send` also reads).
     #[inline(never)]
     fn fan_out(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
+        match stripe.owned_in_flight() {
+            Some(false) => self.publish(stripe, key, value),
+            Some(true) => reentered("Sender::send"),
+            None => self.publish_scoped(stripe, key, value),
+        }
+    }
+
+    /// [`Sender::publish`] inside a send scope: for a thread on the shared
+    /// stripe. The scope drops after the send left (its drop only unmarks).
+    #[cold]
+    #[inline(never)]
+    fn publish_scoped(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
+        let _scope = SendScope::enter(&*self.shared);
+        self.publish(stripe, key, value)
+    }
+
+    /// Marks the send in flight, decides it against the state word, and
+    /// publishes it: the cells (table and cell receivers), then the own-value
+    /// receivers.
+    #[inline(always)]
+    fn publish(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
-        // First: a send from user code running inside a send (or inside a
-        // snapshot registration's user code) of this hub panics here, before
-        // it marks its stripe or waits for anything. Dropped after
-        // `_in_flight` (declared below), whose drop only wakes receivers.
-        let _scope = SendScope::enter(shared);
         loop {
             stripe.enter();
             let now = shared.state.load();
@@ -130,10 +153,13 @@ where
                 break;
             }
             // A snapshot registration is copying the table: wait holding
-            // nothing, then decide afresh. (User code of that registration on
-            // this thread would wait for itself: `SendScope::enter` above
-            // panicked for it already.)
+            // nothing, then decide afresh. User code of that registration on
+            // this thread would wait for itself: it panics instead (the
+            // registration marks a send scope while it runs user code).
             stripe.leave(false);
+            if crate::conflate::common::reentrancy::inside_send(shared) {
+                reentered("Sender::send");
+            }
             shared.state.wait_quiesced();
         }
         let _in_flight = InFlight { shared, stripe };
@@ -158,7 +184,9 @@ where
                     .cells
                     .send(hash, &key, v, tombstone, &shared.registry, &shared.clock)
             };
-            wakes.wake();
+            if let Some(wakes) = wakes {
+                wakes.wake();
+            }
         }
         if let Some(value) = value {
             if !own.is_empty() {

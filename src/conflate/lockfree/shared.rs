@@ -15,7 +15,7 @@ use crate::conflate::common::counters::{Departure, Departures};
 use crate::conflate::common::hash::KeyHasher;
 use crate::conflate::common::hub_word::HubWord;
 use crate::conflate::common::policy::{KeyFilter, Merge};
-use crate::conflate::common::reentrancy::{forbid_inside_send, SendScope};
+use crate::conflate::common::reentrancy::{self, SendScope};
 use crate::conflate::common::removal::Tombstones;
 use crate::conflate::common::stats::{HubStats, ReceiverInfo};
 use crate::error::SendError;
@@ -108,6 +108,23 @@ impl<K, V> Shared<K, V> {
         }
     }
 
+    /// Whether user code of this thread runs inside a send of this hub (or
+    /// inside a snapshot registration's user code): its own stripe is in
+    /// flight, or it marked a send scope (a thread on the shared stripe, a
+    /// registration).
+    pub(crate) fn inside_send(&self) -> bool {
+        self.stripes.in_flight_here() || reentrancy::inside_send(self)
+    }
+
+    /// Panics, naming `call`, if [`Shared::inside_send`]: the call would wait
+    /// for the very send that runs it.
+    #[track_caller]
+    pub(crate) fn forbid_inside_send(&self, call: &str) {
+        if self.inside_send() {
+            reentrancy::reentered(call);
+        }
+    }
+
     /// A number for a receiver being built. Relaxed: a unique count, nothing
     /// is published through it.
     pub(crate) fn next_serial(&self) -> u64 {
@@ -119,7 +136,7 @@ impl<K, V> Shared<K, V> {
     /// stats are lock-free reads (a cell receiver's walks its pending
     /// entries, O(pending)). Sends never wait for it.
     pub(crate) fn receivers(&self) -> Vec<ReceiverInfo> {
-        forbid_inside_send(self, "Hub::receivers");
+        self.forbid_inside_send("Hub::receivers");
         let w = self.lock_writer();
         let mut out: Vec<ReceiverInfo> = w
             .list
@@ -215,7 +232,7 @@ impl<K, V> Shared<K, V> {
 
     /// Lists an own-value receiver, unless it is born closed.
     pub(crate) fn register_own(&self, core: &Arc<RxCore<K, V>>) {
-        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        self.forbid_inside_send("Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
         if self.born_closed(&w) {
             core.close();
@@ -238,7 +255,7 @@ impl<K, V> Shared<K, V> {
         K: Eq + Clone,
         V: Clone,
     {
-        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        self.forbid_inside_send("Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
         let rx = Arc::new(CellRx::new(w.list.next_cell_id(), serial, name, correction));
         if self.born_closed(&w) {
@@ -281,7 +298,7 @@ impl<K, V> Shared<K, V> {
         K: Hash + Eq + Clone,
         V: Clone,
     {
-        forbid_inside_send(self, "Hub::receiver (ReceiverBuilder::build)");
+        self.forbid_inside_send("Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
         if self.born_closed(&w) {
             core.close();
@@ -360,7 +377,7 @@ impl<K, V> Shared<K, V> {
     }
 
     pub(crate) fn close_tx(&self) {
-        forbid_inside_send(self, "Sender::close");
+        self.forbid_inside_send("Sender::close");
         self.state.close_tx();
         // After this, a send that did not see `TX_CLOSED` has its stripe
         // visible to every thread the marks below reach (see `stripes.rs`).
@@ -376,7 +393,7 @@ impl<K, V> Shared<K, V> {
 
     /// Hard close: the send side and every receiver, now; nothing drains.
     pub(crate) fn close_hub(&self) {
-        forbid_inside_send(self, "Hub::close_now");
+        self.forbid_inside_send("Hub::close_now");
         self.state.close_hub();
         let (own, cells) = {
             let mut w = self.lock_writer();

@@ -83,6 +83,19 @@ pub(crate) enum Stripe<'a> {
 }
 
 impl Stripe<'_> {
+    /// Whether this thread already has a send in flight on this hub (user
+    /// code inside that send is sending again): `Some` for an owned stripe,
+    /// which only this thread writes; `None` for the shared stripe, which
+    /// cannot tell (a thread on it marks a `SendScope` instead). Relaxed:
+    /// the owner reads its own last store.
+    #[inline]
+    pub(crate) fn owned_in_flight(self) -> Option<bool> {
+        match self {
+            Stripe::Own(w) => Some(w.load(Ordering::Relaxed) & FLIGHT != 0),
+            Stripe::Shared(_) => None,
+        }
+    }
+
     /// Counts one accepted send that is never in flight (no receiver, no
     /// table: nothing to publish). Relaxed: a count, read by `Stripes::sent`.
     #[inline]
@@ -174,6 +187,53 @@ impl Stripes {
         }
     }
 
+    /// Whether this thread has a send in flight on this hub by its own
+    /// stripe (false for a thread without one: its sends mark a `SendScope`).
+    /// Takes no thread index and installs no chunk: for the re-entrance
+    /// checks of calls other than `send`, which may run on any thread at any
+    /// time.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn in_flight_here(&self) -> bool {
+        use std::sync::atomic::Ordering as O;
+        let (cached, stripe) = thread_index::CACHE.with(std::cell::Cell::get);
+        let stripe = if cached == self.id {
+            // SAFETY: as in `mine`.
+            unsafe { &*stripe }
+        } else {
+            let id = thread_index::peek();
+            let Some(cell) = self.chunks.get(id / CHUNK) else {
+                return false;
+            };
+            // Acquire: as in `lookup`.
+            let chunk = cell.load(O::Acquire);
+            if chunk.is_null() {
+                return false;
+            }
+            // SAFETY: as in `lookup`.
+            unsafe { &(*chunk).0[place(id)] }
+        };
+        // Relaxed: only this thread writes its stripe.
+        stripe.load(O::Relaxed) & FLIGHT != 0
+    }
+
+    /// [`Stripes::in_flight_here`] for a model thread.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn in_flight_here(&self) -> bool {
+        #[cfg(loom)]
+        let me = loom::thread::current().id();
+        #[cfg(all(shuttle, not(loom)))]
+        let me = shuttle::thread::current().id();
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        match owners
+            .iter()
+            .position(|t| *t == me)
+            .and_then(|at| self.model.get(at))
+        {
+            Some(w) => w.load(Ordering::Relaxed) & FLIGHT != 0,
+            None => false,
+        }
+    }
+
     /// This thread's stripe of this hub.
     #[cfg(not(any(loom, shuttle)))]
     #[inline]
@@ -208,11 +268,9 @@ impl Stripes {
         } else {
             chunk
         };
-        // Stride: ids 0..8 land on 8 different cache lines.
-        let at = (id % CHUNK % 8) * 8 + id % CHUNK / 8;
         // SAFETY: `chunk` came from `Box::into_raw` in `install` and is freed
         // only in `drop`, which has `&mut self`.
-        let stripe = unsafe { &(*chunk).0[at] };
+        let stripe = unsafe { &(*chunk).0[place(id)] };
         thread_index::CACHE.with(|c| c.set((self.id, stripe as *const _)));
         Stripe::Own(stripe)
     }
@@ -335,6 +393,13 @@ impl Drop for Stripes {
     }
 }
 
+/// Where thread index `id`'s stripe sits in its chunk. Stride: indices 0..8
+/// land on 8 different cache lines.
+#[cfg(not(any(loom, shuttle)))]
+fn place(id: usize) -> usize {
+    (id % CHUNK % 8) * 8 + id % CHUNK / 8
+}
+
 #[cfg(not(any(loom, shuttle)))]
 mod thread_index {
     //! Process-wide thread indices, one per live sending thread.
@@ -376,6 +441,12 @@ mod thread_index {
                 FREE.lock().unwrap_or_else(|e| e.into_inner()).push(id);
             }
         }
+    }
+
+    /// This thread's index if it has one (`NONE`, past every chunk,
+    /// otherwise): takes none.
+    pub(super) fn peek() -> usize {
+        ID.with(Cell::get)
     }
 
     /// This thread's index, taking one on first use; `NONE` if the thread is

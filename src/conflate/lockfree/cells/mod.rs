@@ -185,7 +185,12 @@ struct Locked<'a, K, V> {
 
 impl<K, V> Shard<K, V> {
     fn lock(&self) -> Locked<'_, K, V> {
-        let guard = self.lock.lock();
+        self.locked(self.lock.lock())
+    }
+
+    /// `Locked` for a shard whose lock `guard` holds.
+    #[inline]
+    fn locked<'a>(&'a self, guard: ShardGuard<'a>) -> Locked<'a, K, V> {
         Locked {
             shard: self,
             // SAFETY: the lock is held for the life of `Locked`, and only a
@@ -197,11 +202,21 @@ impl<K, V> Shard<K, V> {
 }
 
 impl<'a, K, V> Locked<'a, K, V> {
+    /// This `Locked` with `guard` (which holds the lock) as its guard.
+    #[inline]
+    fn with_guard(self, guard: ShardGuard<'a>) -> Self {
+        Locked {
+            _guard: guard,
+            ..self
+        }
+    }
+
     /// The shard's data, while this holds the lock.
     #[inline]
     fn d(&mut self) -> &mut ShardData<V> {
         // SAFETY: the lock is held for the life of `self` (or, for a
-        // `Locked` made under a cut's window, by the window), so no other
+        // `Locked` made under a cut's window, by the window; for the one
+        // `Cells::send` makes beside its spin guard, by that guard), so no other
         // holder's reference exists; this one lives no longer than the
         // borrow of `self`.
         unsafe { &mut *self.data }

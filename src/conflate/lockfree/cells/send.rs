@@ -33,7 +33,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// before anything was locked): the table forgets the key, and the value
     /// still reaches every cell receiver as any send does.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn send<'a>(
         &self,
         hash: u64,
@@ -42,34 +42,55 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         tombstone: bool,
         registry: &'a Registry<K, V>,
         clock: &AtomicU64,
-    ) -> Wakes<'a> {
+    ) -> Option<Wakes<'a>> {
         let shard_index = shard_of(hash);
-        let sh = self.shards[shard_index].lock();
+        let shard = &self.shards[shard_index];
         let hash32 = hash as u32;
         // Acquire: pairs with the clock's RMWs (cuts, registry changes,
         // helpers): a send that sees the new clock sees what came before it.
         // Read under the lock: see docs/design.md for why it must be.
-        let now = clock.load(Ordering::Acquire);
-        let found = sh.find(hash32, key);
-        if let (Merge::NewerWins, Some(i)) = (&self.merge, found) {
-            let place = sh.place(i);
-            // SAFETY: the shard lock is held and place `i` is in use (indexed).
-            let cell = unsafe { place.cell() };
-            if cell.stamp == now && cell.value().is_some() && !tombstone {
-                // Every cell receiver has the key pending in its current
-                // epoch: one write, whatever their number. (A tombstone
-                // takes the slow path: it changes the table.)
-                let old = cell.replace_value(value);
-                // Relaxed: written under the lock; read by stats (see `seq`).
-                let seq = place.seq.load(Ordering::Relaxed);
-                place.seq.store(seq + 1, Ordering::Relaxed);
-                drop(sh);
-                drop(old);
-                return Wakes::none();
+        let look = |sh: &Locked<'_, K, V>| (clock.load(Ordering::Acquire), sh.find(hash32, key));
+        let (sh, now, found) = match (&self.merge, shard.lock.spin()) {
+            // Newer wins (the shards spin: `Cells::new`). The spin guard is
+            // kept apart from `Locked` until the fast path is ruled out, so
+            // that path unlocks with its one store and no guard dispatch.
+            (Merge::NewerWins, Some(spin)) => {
+                let guard = spin.lock();
+                // The guard above holds the lock for this `Locked`.
+                let sh = shard.locked(ShardGuard::None);
+                let (now, found) = look(&sh);
+                if let Some(i) = found {
+                    let place = sh.place(i);
+                    // SAFETY: the shard lock is held and place `i` is in use
+                    // (indexed).
+                    let cell = unsafe { place.cell() };
+                    if cell.stamp == now && cell.value().is_some() && !tombstone {
+                        // Every cell receiver has the key pending in its
+                        // current epoch: one write, whatever their number. (A
+                        // tombstone takes the slow path: it changes the table.)
+                        let old = cell.replace_value(value);
+                        // Relaxed: written under the lock; read by stats (see
+                        // `seq`).
+                        let seq = place.seq.load(Ordering::Relaxed);
+                        place.seq.store(seq + 1, Ordering::Relaxed);
+                        // `sh` owns nothing here (its guard is `None`):
+                        // forgetting it skips an out-of-line drop call.
+                        std::mem::forget(sh);
+                        drop(guard);
+                        drop(old);
+                        return None;
+                    }
+                }
+                (sh.with_guard(ShardGuard::Spin(guard)), now, found)
             }
-        }
+            _ => {
+                let sh = shard.lock();
+                let (now, found) = look(&sh);
+                (sh, now, found)
+            }
+        };
         // SAFETY: the caller's contract, passed on.
-        unsafe {
+        Some(unsafe {
             self.send_slow(
                 sh,
                 found,
@@ -82,7 +103,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 clock,
                 now,
             )
-        }
+        })
     }
 
     /// The rest of [`Cells::send`]: a new key, a hub with its own merge, or a
