@@ -5,6 +5,7 @@
 
 use super::cell_rx::CellRx;
 use super::cells::Cells;
+use super::close_flags::Closing;
 use super::queue::{CellId, Head};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::stats::ReceiverStats;

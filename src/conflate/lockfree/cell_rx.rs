@@ -7,11 +7,12 @@
 //! start. What the receiver owns is the queue, its wake-up event and a few
 //! flags: nothing per key but its entries.
 
+use super::close_flags::{CloseFlags, Closing};
 use super::queue::{Head, Queue};
 use crate::conflate::common::counters::Consumed;
 use crate::conflate::common::removal::Correction;
 use crate::padding::Apart;
-use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify};
 
 /// Where a cell receiver is registered, to pass to its constructor.
 pub(crate) type RxId = u32;
@@ -25,8 +26,7 @@ pub(crate) struct CellRx {
     /// clock bump (see `cells::help`).
     pub(crate) announced: AtomicU32,
     pub(crate) notify: Notify,
-    pub(super) closed: AtomicBool,
-    pub(super) tx_closed: AtomicBool,
+    flags: CloseFlags,
     /// The consumer's head once it let go of the receiver (closed or dropped):
     /// the clean-up after the grace period starts there.
     pub(super) abandoned: Mutex<Option<Head>>,
@@ -56,8 +56,7 @@ impl CellRx {
             queue: Queue::new(),
             announced: AtomicU32::new(0),
             notify: Notify::new(),
-            closed: AtomicBool::new(false),
-            tx_closed: AtomicBool::new(false),
+            flags: CloseFlags::new(),
             abandoned: Mutex::new(None),
             dropped_at_close: AtomicU64::new(0),
             walked_at_close: AtomicBool::new(false),
@@ -67,32 +66,20 @@ impl CellRx {
             correction,
         }
     }
-
-    /// Marks the receiver closed; `true` the first time. AcqRel: as
-    /// `RxCore::close`.
-    pub(crate) fn close(&self) -> bool {
-        !self.closed.swap(true, Ordering::AcqRel)
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        // Acquire pairs with the Release in `close`.
-        self.closed.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn tx_closed(&self) -> bool {
-        // Acquire pairs with the Release in `mark_tx_closed`.
-        self.tx_closed.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn mark_tx_closed(&self) {
-        self.tx_closed.store(true, Ordering::Release);
-        self.notify.notify(usize::MAX);
-    }
 }
 
 impl Drop for CellRx {
     fn drop(&mut self) {
         let head = lock(&self.abandoned).take().unwrap_or_default();
         self.queue.release(&head);
+    }
+}
+
+impl Closing for CellRx {
+    fn close_flags(&self) -> &CloseFlags {
+        &self.flags
+    }
+    fn close_notify(&self) -> &Notify {
+        &self.notify
     }
 }

@@ -12,6 +12,7 @@ mod builder;
 mod cell_local;
 mod cell_rx;
 mod cells;
+mod close_flags;
 mod core;
 mod hub;
 mod lock;

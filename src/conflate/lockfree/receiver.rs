@@ -11,6 +11,7 @@
 
 use super::cell_local::CellLocal;
 use super::cell_rx::CellRx;
+use super::close_flags::Closing;
 use super::core::{Local, RxCore};
 use super::shared::Shared;
 use super::watch::{ReceiverWatch, Target};

@@ -7,6 +7,7 @@
 use super::barrier;
 use super::cell_rx::CellRx;
 use super::cells::Cells;
+use super::close_flags::Closing;
 use super::core::RxCore;
 use super::registry::{self, Registry, Writer};
 use super::state::HubState;

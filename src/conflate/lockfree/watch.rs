@@ -11,6 +11,7 @@
 //! The argument: `docs/design.md`, "Accounting".
 
 use super::cell_rx::CellRx;
+use super::close_flags::Closing;
 use super::core::RxCore;
 use super::shared::Shared;
 use crate::conflate::common::hub_word::HubWord;

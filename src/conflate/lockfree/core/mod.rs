@@ -43,6 +43,7 @@
 mod send;
 mod take;
 
+use super::close_flags::{CloseFlags, Closing};
 use super::lock::ShardMutex;
 use super::slab::{pack, unpack, Keys, Pending, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
@@ -51,7 +52,7 @@ use crate::conflate::common::event::Event;
 use crate::conflate::common::policy::{KeyFilter, Merge};
 use crate::conflate::common::removal::Correction;
 use crate::conflate::common::stats::ReceiverStats;
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Notify, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Notify, Ordering};
 use crossbeam_utils::CachePadded;
 use std::mem;
 use std::num::NonZeroU32;
@@ -217,11 +218,7 @@ pub(crate) struct RxCore<K, V> {
     /// The cut epoch (a `u32`, see `Queue::epoch`). Read by every send; written
     /// only by a cut.
     epoch: AtomicU64,
-    closed: AtomicBool,
-    /// Set (after the hub's state word) when the send side closes, so an idle
-    /// consumer polls this read-mostly line instead of the state word every send
-    /// writes.
-    tx_closed: AtomicBool,
+    flags: CloseFlags,
     pub(crate) notify: Notify,
     /// Values taken (`delivered`, so pending = live - delivered), the sends
     /// folded into them, and the sends of values a cut claimed and then
@@ -273,8 +270,7 @@ impl<K, V> RxCore<K, V> {
                 live: AtomicU64::new(0),
             }),
             epoch: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-            tx_closed: AtomicBool::new(false),
+            flags: CloseFlags::new(),
             notify: Notify::new(),
             consumed: CachePadded::new(Consumed::default()),
             id,
@@ -341,29 +337,6 @@ impl<K, V> RxCore<K, V> {
         usize::try_from(live.saturating_sub(taken)).unwrap_or(usize::MAX)
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
-        // Acquire pairs with the Release in `close`: whoever sees the flag also sees
-        // the hub-side state that led to it.
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Whether the send side closed. Acquire pairs with the Release in
-    /// `mark_tx_closed`.
-    pub(crate) fn tx_closed(&self) -> bool {
-        self.tx_closed.load(Ordering::Acquire)
-    }
-
-    /// Tells the consumer the send side closed, and wakes it.
-    pub(crate) fn mark_tx_closed(&self) {
-        self.tx_closed.store(true, Ordering::Release);
-        self.notify.notify(usize::MAX);
-    }
-
-    /// Marks the receiver closed; `true` the first time.
-    pub(crate) fn close(&self) -> bool {
-        !self.closed.swap(true, Ordering::AcqRel)
-    }
-
     /// Drops every pending value and wakes the consumer. Sends still in flight may
     /// land afterwards; their values are dropped with the core.
     pub(crate) fn clear(&self) {
@@ -384,5 +357,14 @@ impl<K, V> RxCore<K, V> {
         };
         drop(shared);
         self.notify.notify(usize::MAX);
+    }
+}
+
+impl<K, V> Closing for RxCore<K, V> {
+    fn close_flags(&self) -> &CloseFlags {
+        &self.flags
+    }
+    fn close_notify(&self) -> &Notify {
+        &self.notify
     }
 }

@@ -78,7 +78,7 @@ where
     pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
         // Relaxed: a stale `false` only delivers into a receiver that is closing,
         // whose values are dropped with it.
-        if self.closed.load(Ordering::Relaxed) {
+        if self.flags.is_closed_relaxed() {
             return;
         }
         let shard = shard_index(hash);
@@ -94,7 +94,7 @@ where
         // before it empties each shard under that shard's lock, so once a shard
         // was cleared nothing enters it again (a value landing after a hard close
         // could otherwise be delivered past a hole the close made).
-        if self.closed.load(Ordering::Acquire) {
+        if self.flags.is_closed() {
             return;
         }
         // Acquire pairs with the Release in `cut_into`. The argument that a cut is one
