@@ -1,7 +1,7 @@
 //! `HubStats::sent` counts a send made from a thread-local destructor that runs
 //! after the crate's own thread-exit guard, against both implementations (both
-//! count `sent` the same way; docs/design.md, "`HubStats::sent`: a slot per
-//! thread"). Public API only.
+//! count `sent` the same way; docs/design.md, "Sends in flight: one stripe
+//! per thread"). Public API only.
 //!
 //! The counter keeps one slot per sending thread, and a per-thread cache of the
 //! slot it last counted in. When a thread exits, a thread-local guard gives its

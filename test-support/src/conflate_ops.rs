@@ -158,7 +158,7 @@ pub struct RxSpec {
     /// `None`: the hub's merge.
     pub merge: Option<MergeFn>,
     /// `.snapshot()`, applied only on a hub with a state table (elsewhere it is a
-    /// documented panic, which `tests/bad_input_conflate_state.rs` pins).
+    /// documented panic, which `test-support/src/bad_input/conflate_state.rs` pins).
     pub snapshot: bool,
     /// `.max_pending(n)`.
     pub max_pending: Option<u8>,
