@@ -248,13 +248,43 @@ impl<'a, K, V> Locked<'a, K, V> {
     where
         K: Eq,
     {
-        self.d_ref()
-            .index
-            .find(table_hash(hash32), |&i| {
-                let c = self.cell(i);
-                c.hash32 == hash32 && c.key == *key
-            })
-            .copied()
+        self.find_place(hash32, key).map(|(i, _)| i)
+    }
+
+    /// A send's first look under the lock: the hub clock, then the key's
+    /// cell ([`Locked::find_place`]). Acquire: pairs with the clock's RMWs
+    /// (cuts, registry changes, helpers): a send that sees the new clock sees
+    /// what came before it. Read under the lock: see docs/design.md ("The cut
+    /// is one instant") for why it must be.
+    #[inline]
+    fn look(&self, clock: &AtomicU64, hash32: u32, key: &K) -> (u64, Option<(u32, &'a Place<K, V>)>)
+    where
+        K: Eq,
+    {
+        let now = clock.load(Ordering::Acquire);
+        (now, self.find_place(hash32, key))
+    }
+
+    /// [`Locked::find`], with the cell's place as the probe found it (so a
+    /// caller does not locate it in the slab a second time).
+    #[inline]
+    fn find_place(&self, hash32: u32, key: &K) -> Option<(u32, &'a Place<K, V>)>
+    where
+        K: Eq,
+    {
+        let mut hit = None;
+        self.d_ref().index.find(table_hash(hash32), |&i| {
+            let place = self.place(i);
+            // SAFETY: the shard lock is held and every indexed place is in
+            // use; this reference ends before the next one is made.
+            let c = unsafe { place.cell() };
+            let found = c.hash32 == hash32 && c.key == *key;
+            if found {
+                hit = Some((i, place));
+            }
+            found
+        })?;
+        hit
     }
 
     /// A new cell for `key`, indexed. Returns its slab index.

@@ -46,10 +46,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let shard_index = shard_of(hash);
         let shard = &self.shards[shard_index];
         let hash32 = hash as u32;
-        // Acquire: pairs with the clock's RMWs (cuts, registry changes,
-        // helpers): a send that sees the new clock sees what came before it.
-        // Read under the lock: see docs/design.md for why it must be.
-        let look = |sh: &Locked<'_, K, V>| (clock.load(Ordering::Acquire), sh.find(hash32, key));
+        // The clock and the key's cell, under the lock (`Locked::look`).
         let (sh, now, found) = match (&self.merge, shard.lock.spin()) {
             // Newer wins (the shards spin: `Cells::new`). The spin guard is
             // kept apart from `Locked` until the fast path is ruled out, so
@@ -58,10 +55,9 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 let guard = spin.lock();
                 // The guard above holds the lock for this `Locked`.
                 let sh = shard.locked(ShardGuard::None);
-                let (now, found) = look(&sh);
-                if let Some(i) = found {
-                    let place = sh.place(i);
-                    // SAFETY: the shard lock is held and place `i` is in use
+                let (now, found) = sh.look(clock, hash32, key);
+                if let Some((_, place)) = found {
+                    // SAFETY: the shard lock is held and the place is in use
                     // (indexed).
                     let cell = unsafe { place.cell() };
                     if cell.stamp == now && cell.value().is_some() && !tombstone {
@@ -85,10 +81,11 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             }
             _ => {
                 let sh = shard.lock();
-                let (now, found) = look(&sh);
+                let (now, found) = sh.look(clock, hash32, key);
                 (sh, now, found)
             }
         };
+        let found = found.map(|(i, _)| i);
         // SAFETY: the caller's contract, passed on.
         Some(unsafe {
             self.send_slow(
