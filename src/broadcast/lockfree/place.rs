@@ -55,7 +55,7 @@ impl<T> Place<T> {
             return PlaceRead::Overwritten { by: s2.revision() };
         }
         // SAFETY: the stamp was `s1` before the pin and is unchanged after it
-        // (see the module docs).
+        // (docs/design.md, "Broadcast: place protocol").
         PlaceRead::Value(unsafe { pinned.with_value(f) })
     }
 

@@ -34,7 +34,8 @@ impl<T> Pool<T> {
         }
     }
 
-    /// Nodes allocated so far (a high-water mark: see the module docs).
+    /// Nodes allocated so far (a high-water mark: docs/design.md, "Broadcast:
+    /// memory bound while a reader is stalled").
     #[cfg(test)]
     pub(super) fn nodes(&self) -> usize {
         self.nodes

@@ -29,8 +29,10 @@ pub(super) struct Ring<T> {
     /// `a - 1` boundary, just as the one-mutex baseline does.
     places: Box<[Place<T>]>,
     capacity: u64,
-    /// The state word (see the module docs). Release-swapped by the append that
-    /// committed the tail in it, after its place's commit stamp; Acquire-loaded by
+    /// The state word, `tail << 3 | CLOSED | PARKING | LOCKED` (docs/design.md,
+    /// "Broadcast: the state word (writer lock, tail, close, parking)").
+    /// Release-swapped by the append that committed the tail in it, after its
+    /// place's commit stamp; Acquire-loaded by
     /// readers, so every revision up to the loaded tail is committed in its place
     /// (or already overwritten by a later one, which the place's stamp reveals).
     state: AtomicU64,
@@ -139,8 +141,9 @@ impl<T> Ring<T> {
     }
 
     /// A reader's announcement, after registering its listener and before its
-    /// last look, that it may park: the next publishing swap notifies (see the
-    /// module docs). Release pairs with that swap's Acquire.
+    /// last look, that it may park: the next publishing swap notifies
+    /// (docs/design.md, "Broadcast: the state word (writer lock, tail, close,
+    /// parking)"). Release pairs with that swap's Acquire.
     pub(super) fn arm_parking(&self) {
         self.state.fetch_or(PARKING, Ordering::Release);
     }

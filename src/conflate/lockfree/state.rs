@@ -96,7 +96,8 @@ impl HubState {
         spin_wait(|| !self.load().quiescing());
     }
 
-    /// Holds new sends off (see the module docs). The caller holds the
+    /// Holds new sends off (docs/design.md, "Snapshot registration is one
+    /// instant"). The caller holds the
     /// registry writer lock and must call [`unquiesce`](Self::unquiesce) on
     /// every path, panics included. AcqRel: one point in the word's order; the
     /// caller then waits for the sends in flight.

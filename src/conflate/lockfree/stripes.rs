@@ -83,8 +83,8 @@ impl Stripe<'_> {
 
     /// Marks a send in flight; the caller then loads the state word. The
     /// store is Relaxed: [`barrier::light`] orders it before that load, and
-    /// [`barrier::heavy`] on the rare side makes it visible there (see the
-    /// module docs).
+    /// [`barrier::heavy`] on the rare side makes it visible there
+    /// (docs/design.md, "Sends in flight: one stripe per thread").
     #[inline]
     pub(crate) fn enter(self) {
         match self {
@@ -323,7 +323,8 @@ impl Stripes {
     /// Whether any send is in flight now. Acquire pairs with each send's
     /// Release leave: a `false` means every send this saw leave published
     /// everything before. For the drained check after a close, which runs
-    /// after the close's [`barrier::heavy`] (see the module docs).
+    /// after the close's [`barrier::heavy`] (docs/design.md, "Close versus
+    /// send").
     pub(crate) fn any_in_flight(&self) -> bool {
         let mut any = false;
         self.each(|w, _| any |= w.load(Ordering::Acquire) & FLIGHT != 0);

@@ -80,7 +80,8 @@ impl Block {
 pub(crate) struct Tail(u64);
 
 impl Tail {
-    /// The position (in laps of `LAP`, see the module docs).
+    /// The position (in laps of `LAP`: docs/design.md, "The first-touch
+    /// queue").
     fn pos(self) -> u64 {
         (self.0 & POS_MASK) >> POS_SHIFT
     }
