@@ -3,12 +3,10 @@
 //!
 //! `crossbeam_utils::CachePadded` aligns its value to 128 bytes, so any
 //! structure holding one is over-aligned and every `Arc` of it is an aligned
-//! allocation (`memalign`), several times the cost of a plain one. Registering
-//! and dropping a cell receiver measured 190 → 270 ns when its queue and its
-//! counters gained a `CachePadded` field each (`bench-report --targets --only
-//! register_drop`, callgrind: `_int_memalign` and twice the `malloc` work);
-//! with [`Apart`] instead it is back to the plain allocation (bench-report's
-//! numbers are in docs/performance.md).
+//! allocation (`memalign`), several times the cost of a plain one: a cell
+//! receiver's register + drop got measurably slower when its queue and its
+//! counters gained a `CachePadded` field each, and [`Apart`] brought it back
+//! (docs/performance.md, "2026-12-01 (later)", "Register + drop").
 
 use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};

@@ -1,20 +1,6 @@
-//! Parking for every blocking and async receive in the crate.
-//!
-//! Each receive is written once as a non-blocking *attempt* (`FnMut() -> Option<R>`:
-//! `Some` when the call can answer now, `None` when it must wait). This module turns
-//! it into the blocking, deadline, async and `Stream` forms with the one protocol that
-//! cannot lose a wake-up: attempt, register a listener, attempt again, then park. A
-//! notification between the second attempt and the park finds the listener
-//! registered, so the park returns at once.
-//!
-//! Parking itself is `event-listener`'s (a well-kept, executor-agnostic primitive).
-//! A blocking wait first retries with a short bounded backoff (crossbeam's
-//! `Backoff`: a few spins, then a few yields, microseconds in all) before it parks:
-//! with a fast producer the value is usually there by then, and a park/unpark pair
-//! costs a system call on each side. Once the backoff is spent the thread parks and
-//! uses no CPU while idle. Async waits never spin.
-//!
-//! The argument: `docs/design.md`, "Parking without lost wake-ups".
+//! Parking for every blocking and async receive in the crate: one non-blocking
+//! attempt turned into its blocking, deadline, async and `Stream` forms
+//! (docs/design.md, "Parking without lost wake-ups").
 
 #[allow(unused_imports)]
 use crate::sync::ListenerExt as _;

@@ -438,14 +438,15 @@ fn len_stays_within_the_pending_keys() {
 }
 
 // ---------------------------------------------------------------------------
-// The registry's slot array (docs/design.md, "The registry"): registration
-// appends and flips, deregistration nulls, flips and waits a second grace
-// period before the core is released or its index reused, compaction and
-// growth publish a new array and keep the old one until no send can read it.
-// Under loom the array starts at 2 entries and compacts at 1 hole, so these
-// small models reach a growth and a compaction. A writer that rewrites a view
-// while a send may still read it is a data race on a loom cell; one that frees
-// or reuses what a send may still read fails the registry's grace assertion.
+// The registry's receiver arrays (docs/design.md, "The registry"): a
+// registration stores the receiver's pointer in a hole or at the length and
+// then publishes the length; a deregistration nulls the entry and retires the
+// receiver; growth and compaction publish a new array and retire the old one.
+// What is retired is released (and a cell receiver's id handed out again)
+// only after a grace period, so no send can still read it. Under loom the
+// array starts at 2 entries, compacts at 1 hole and one retirement is enough
+// for the next deregistration to run a grace period (`RETIRE_BATCH`), so these
+// small models reach a growth, a compaction and a release.
 
 /// Every `(key, value, sends)` a receiver holds now.
 fn registry_drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
@@ -456,15 +457,17 @@ fn registry_drain(rx: &mut keybus::conflate::Receiver<u32, u32>) -> Vec<(u32, u3
     out
 }
 
-/// Registration racing a send, through a growth of the array (the second
-/// registration finds it full): a receiver registered before the send began
-/// gets it exactly once; one registering meanwhile gets it once or not at all;
-/// every receiver registered before a later send gets that one. 2,533 schedules
-/// at 3 preemptions; with the wait before a view is rewritten left out, loom
-/// reports the race on the view cell.
+/// Registration racing a send, through a growth of the cell-receiver array
+/// (the joiner's second registration finds it full: the entries are copied
+/// into an array twice as large, which is published, and the old array is
+/// retired, not freed, since the send may still be reading it): a receiver
+/// registered before the send began gets it exactly once; one registering
+/// meanwhile gets it once or not at all (the send loaded the array, the length
+/// and the entry before or after the registration stored them); every receiver
+/// registered before a later send gets that one.
 ///
-/// Rule: conflate 4, "The registry". Trap: a view rewritten while a send reads
-/// it.
+/// Rule: conflate 4, "The registry". Trap: an array freed or rewritten while a
+/// send reads it.
 #[test]
 fn registry_register_and_grow_vs_send() {
     loom::model(|| {
@@ -491,7 +494,7 @@ fn registry_register_and_grow_vs_send() {
 
 /// Deregistration racing a send, then the freed index reused by a new
 /// receiver: the leaving core is released only after the send left (loom
-/// checks every `Arc` is released; the registry asserts the grace period), the
+/// checks every `Arc` is released), the
 /// new receiver at the same index gets the racing send once or not at all, and
 /// the receivers that stay get every send once. 10,190 schedules at 3
 /// preemptions; with the second grace period left out, loom reports a

@@ -152,12 +152,11 @@
 //!
 //! Per receiver an update costs a conflate send (a shard lock and a fold of the
 //! 48-byte [`Update`]); a counting-only exporter (one `AtomicU64` per key) delivers
-//! to nobody. Measured (`bench-report --only metrics`, a kept handle's
-//! `increment(1)`, on a loaded 2-core machine): 145–249 ns with two receivers,
-//! 10–26 ns with none, against 1.7–2.8 ns for that floor; a histogram sample
-//! with two receivers 303–330 ns (the sketch fold). The figures, and why
-//! counters got slower when the value stopped being `Copy`, are in
-//! `docs/performance.md`.
+//! to nobody. So with receivers an update costs many times that floor, and a
+//! histogram sample about twice a counter's (the sketch fold); with none, a
+//! few nanoseconds. The measured figures (`bench-report --only metrics`), and
+//! why counters got slower when the value stopped being `Copy`, are in
+//! `docs/performance.md` ("`keybus::metrics` per update").
 //!
 //! The call site's metadata (level, target, module) is not used; filter on it
 //! with `metrics-util` layers if needed. Descriptions and units given with

@@ -1,19 +1,6 @@
-//! A ring place's value cell: a pointer to a pinnable node (docs/design.md,
-//! "Broadcast: place protocol" and "Broadcast: reclamation").
-//!
-//! Each value lives in a [`Node`] next to a pin count. A place's [`PlaceCell`]
-//! points at the node of the revision the place holds. A reader *pins* the node it
-//! is about to clone (one read-modify-write on the node's own count) and unpins it
-//! when the clone is done; the writer reuses an evicted node only after a
-//! compare-and-swap on that count finds no pin (see `pool.rs`), and otherwise
-//! takes another node. So the writer never waits for a reader, and a value is
-//! never dropped or overwritten while a reader may clone it.
-//!
-//! Nodes are type-stable: once allocated, a node is freed only when the ring is
-//! dropped (no reader can exist then: every reader holds the ring). A reader may
-//! therefore touch the pin count of a node that was evicted and recycled since it
-//! loaded the pointer; the place's stamp re-check tells it so, and it then never
-//! touches the value (the argument is on [`Place::read_with`](super::place)).
+//! A ring place's value cell, [`PlaceCell`]: a pointer to a type-stable
+//! [`Node`], a value next to its pin count (docs/design.md, "Broadcast:
+//! reclamation"; the reads that use it: "Broadcast: place protocol").
 
 use crate::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use std::marker::PhantomData;

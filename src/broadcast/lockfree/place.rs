@@ -1,44 +1,6 @@
-//! One ring place: a sequence stamp and a cell pointing at a pinnable node
+//! One ring place, `Place`: a sequence stamp and a [`PlaceCell`] pointing at a
+//! pinnable node; the writer's three steps and the reader's four
 //! (docs/design.md, "Broadcast: place protocol").
-//!
-//! # Protocol
-//!
-//! Writer (one at a time, under the ring's writer lock), installing revision `r`
-//! in a node it owns (fresh, or claimed from the pool: see `pool.rs`):
-//!
-//! 1. `stamp = writing(r)` (Release);
-//! 2. `cell = node` (Release store; the node previously there is evicted and goes
-//!    to the pool, still holding its value);
-//! 3. `stamp = committed(r)` (Release).
-//!
-//! Reader wanting revision `r`:
-//!
-//! 1. `s1 = stamp` (Acquire); anything but `committed(r)` ends the read;
-//! 2. `node = cell` (Acquire), then pin `node` (read-modify-write on its count);
-//! 3. `s2 = stamp` (Acquire);
-//! 4. `s1 == s2`: the node holds revision `r`'s value and will not be rewritten
-//!    while pinned; clone it, then unpin. Otherwise report the newer revision,
-//!    unpin, and clone nothing.
-//!
-//! Why step 4 is sound. Step 1's Acquire pairs with writer step 3's Release, so
-//! step 2's load returns revision `r`'s node or one stored later (coherence). A
-//! later one, for `r' = r + k(cap + 1)`, was stored with Release after
-//! `writing(r')`; the Acquire load that returned it makes that mark visible to
-//! step 3, so `s2 >= writing(r') > committed(r)` and the read is rejected. If the
-//! load returned `r`'s node, either the pin precedes any claim of the node in the
-//! count's modification order (the claim then fails: the value stays `r`'s until
-//! the unpin), or it follows a claim, and then it synchronizes with that claim
-//! (`cell.rs`, `Node::claim_while_locked`), so the writing mark that evicted the
-//! node is visible to step 3 and the read is rejected before touching the value.
-//! Stamps only grow, so `s1 == s2` cannot be an ABA.
-//!
-//! The Release on the writing mark and the Acquire on `s2` also give progress: a
-//! reader that sees a newer stamp (either transition) also sees the tail the
-//! previous append published, so a retry (`latest`) finds a newer tail rather
-//! than spinning on a stale one. Loom found that spin when the mark was Relaxed.
-//!
-//! Nothing here waits: a pinned node is never waited for, the writer takes
-//! another one.
 
 use super::cell::{Node, PlaceCell};
 use super::stamp::{AtomicStamp, Stamp};
@@ -93,7 +55,7 @@ impl<T> Place<T> {
             return PlaceRead::Overwritten { by: s2.revision() };
         }
         // SAFETY: the stamp was `s1` before the pin and is unchanged after it
-        // (see the module docs).
+        // (docs/design.md, "Broadcast: place protocol").
         PlaceRead::Value(unsafe { pinned.with_value(f) })
     }
 

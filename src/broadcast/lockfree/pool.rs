@@ -1,32 +1,7 @@
-//! The writer's supply of nodes: evicted nodes are recycled once no read has them
-//! pinned, so a full-ring append allocates nothing in steady state
-//! (docs/design.md, "Broadcast: reclamation" and "Broadcast: memory bound
+//! The writer's supply of nodes, [`Pool`]: evicted nodes are recycled once no
+//! read has them pinned, so a full-ring append allocates nothing in steady
+//! state (docs/design.md, "Broadcast: reclamation" and "Broadcast: memory bound
 //! while a reader is stalled").
-//!
-//! Everything here runs under the ring's writer lock; readers never see the pool.
-//!
-//! # Algorithm (O(1) per append)
-//!
-//! - `free`: evicted nodes, oldest eviction first. Each still holds its evicted
-//!   value (dropped when the node is reused, or when the ring drops).
-//! - `held`: nodes a claim found pinned. One of them is re-checked per append and
-//!   goes back to `free` once unpinned.
-//!
-//! [`take`](Pool::take) tries to claim at most [`CLAIM_TRIES`] nodes from the front
-//! of `free`; a node found pinned moves to `held`. If no claim succeeds it
-//! allocates a new node: the writer never waits for a reader.
-//!
-//! # Memory bound
-//!
-//! With no read in progress on an evicted node, the ring holds `capacity + 2`
-//! nodes (`capacity + 1` places and the one node evicted by the last append). A
-//! read pins one node at a time. Each failed claim moves a pinned node to `held`,
-//! where it stays while pinned; each allocation past the first `capacity + 2`
-//! follows at least one failed claim. So `k` reads stalled on evicted nodes (for
-//! example inside a slow `T::clone`) add at most `k` nodes, however many appends
-//! happen meanwhile, and a read that is merely slow adds nodes only while it
-//! spans the eviction of the node it pinned. Nodes are not returned to the
-//! allocator before the ring drops: the count is a high-water mark.
 
 use super::cell::{free, Node};
 use std::collections::VecDeque;
@@ -59,7 +34,8 @@ impl<T> Pool<T> {
         }
     }
 
-    /// Nodes allocated so far (a high-water mark: see the module docs).
+    /// Nodes allocated so far (a high-water mark: docs/design.md, "Broadcast:
+    /// memory bound while a reader is stalled").
     #[cfg(test)]
     pub(super) fn nodes(&self) -> usize {
         self.nodes

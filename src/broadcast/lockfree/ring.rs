@@ -1,27 +1,8 @@
-//! The shared state behind every `Buffer` handle and `Reader`: the places, the
-//! state word (committed tail, writer lock, close flag, parking flag), the
-//! writer's node pool and the wake-up notifier.
-//!
-//! # The state word
-//!
-//! One `AtomicU64` holds `tail << 3 | CLOSED | PARKING | LOCKED`:
-//!
-//! - `tail`: the last committed revision;
-//! - `LOCKED`: an append (or `close`) is in progress. It is the writer lock: set
-//!   by a compare-and-swap from a word without it, cleared by the swap that
-//!   publishes the next tail. Only appenders and `close` wait on it (for each
-//!   other), never for a reader;
-//! - `CLOSED`: set once, by `close`, while not `LOCKED`: no append commits after;
-//! - `PARKING`: a reader may be about to park. Set by a reader's
-//!   [`arm_parking`](Ring::arm_parking) after it registered its listener and
-//!   before its last look; cleared by every publishing swap, which then calls
-//!   `notify`. An append with no reader parking thus pays no wake-up check at all.
-//!
-//! Revisions stay below 2^61 (73 years of appends at one per nanosecond).
-//!
-//! Why no wake-up is lost, what an append costs and the rest of the argument:
-//! `docs/design.md`, "Broadcast: the state word (writer lock, tail, close,
-//! parking)" and "Broadcast: place protocol".
+//! The shared state behind every `Buffer` handle and `Reader`, [`Ring`]: the
+//! places, the state word (committed tail, writer lock, close flag, parking
+//! flag, with [`arm_parking`](Ring::arm_parking) for a reader about to park),
+//! the writer's node pool and the wake-up notifier (docs/design.md,
+//! "Broadcast: the state word (writer lock, tail, close, parking)").
 
 use super::place::{Place, PlaceRead};
 use super::pool::Pool;
@@ -48,8 +29,10 @@ pub(super) struct Ring<T> {
     /// `a - 1` boundary, just as the one-mutex baseline does.
     places: Box<[Place<T>]>,
     capacity: u64,
-    /// The state word (see the module docs). Release-swapped by the append that
-    /// committed the tail in it, after its place's commit stamp; Acquire-loaded by
+    /// The state word, `tail << 3 | CLOSED | PARKING | LOCKED` (docs/design.md,
+    /// "Broadcast: the state word (writer lock, tail, close, parking)").
+    /// Release-swapped by the append that committed the tail in it, after its
+    /// place's commit stamp; Acquire-loaded by
     /// readers, so every revision up to the loaded tail is committed in its place
     /// (or already overwritten by a later one, which the place's stamp reveals).
     state: AtomicU64,
@@ -158,8 +141,9 @@ impl<T> Ring<T> {
     }
 
     /// A reader's announcement, after registering its listener and before its
-    /// last look, that it may park: the next publishing swap notifies (see the
-    /// module docs). Release pairs with that swap's Acquire.
+    /// last look, that it may park: the next publishing swap notifies
+    /// (docs/design.md, "Broadcast: the state word (writer lock, tail, close,
+    /// parking)"). Release pairs with that swap's Acquire.
     pub(super) fn arm_parking(&self) {
         self.state.fetch_or(PARKING, Ordering::Release);
     }

@@ -1,18 +1,5 @@
-//! One receiver's pending set: a slot per key, in first-touch order.
-//!
-//! A slab of nodes threaded into a doubly linked list (the queue) plus a hash
-//! index from key to node. Every operation is O(1): coalescing finds the node and
-//! rewrites it in place, appending links a node at the tail, popping unlinks the
-//! head, and annihilation unlinks a node wherever it sits, so it leaves nothing
-//! behind (a `VecDeque` of keys would have to leave a tombstone or shift).
-//!
-//! Memory is one node per pending key; freed nodes are reused, and the slab is
-//! reset whenever the queue empties.
-//!
-//! Panic safety: user code (`K: Eq`, `V: Clone` at the caller, the merge) runs
-//! either before anything is mutated, or, for the merge, with the node taken out
-//! and a repair on unwind. The index hashes nodes with their stored hash, so a
-//! table resize never calls back into user code.
+//! One baseline receiver's pending set: a slot per key, in first-touch order,
+//! under the hub's mutex (docs/design.md, "The baseline's pending set").
 
 use crate::conflate::common::event::Event;
 use crate::conflate::common::policy::Merge;

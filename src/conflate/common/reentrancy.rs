@@ -1,22 +1,7 @@
-//! Turns user code that calls back into its own hub from a hang into a panic.
-//!
-//! A send runs user code — a merge, a key filter, a key's or value's `Clone`,
-//! `Eq`, `Hash` or `Drop` — while it holds something a hub call needs: in the
-//! lock-free hub, the send is in flight on its thread's stripe (a nested send
-//! would find it so), a deregistration may wait for every send in flight (a
-//! grace period, see docs/design.md, "The registry"), and a re-entrant send may
-//! need the shard lock its caller holds. In the baseline the send holds the one
-//! hub mutex. Either way the call would wait for the very send it runs inside.
-//!
-//! Each thread keeps the list of hubs whose send it is running right now (a list,
-//! not one entry, because user code may legitimately send into *another* hub). A
-//! hub call that would wait for its own sends first checks that list and panics
-//! with a message naming the call. The cost, paid only by a send that reaches at
-//! least one receiver: a thread-local scan of the (usually empty) list and two
-//! stores; the check on a registry call is one thread-local read.
-//!
-//! The thread-local is the model checker's own under loom and shuttle, whose
-//! model threads may share one OS thread.
+//! Turns user code that calls back into its own hub from a hang into a panic:
+//! the thread-local list of hubs whose send (or snapshot registration's user
+//! code) this thread is running, and the check a hub call makes against it
+//! (docs/design.md, "Re-entrance").
 
 use std::cell::Cell;
 

@@ -1,19 +1,7 @@
 //! Key removal for both `conflate` implementations: the hub's tombstone test,
-//! the merge rule that keeps a key's lives apart, and the consumer-side record
-//! of which keys a receiver has seen (docs/design.md, "Removal: a tombstone
-//! is a send, the consumer decides").
-//!
-//! A tombstone is an ordinary send: it travels every path a value travels
-//! (cells, deposits, own-value slots, the baseline's queue), so removal adds no
-//! protocol between threads. Two things differ from a value:
-//!
-//! - **At the state table** a tombstone removes the key (the table keeps no
-//!   tombstones), and at any merge it starts or ends a life: a merge never
-//!   folds a tombstone into a value or a value into a tombstone
-//!   ([`Tombstones::across_lives`]).
-//! - **At the consumer** a taken tombstone is delivered only if this receiver
-//!   delivered an event of the key's life that the tombstone ends; otherwise it
-//!   is dropped there and counted as annihilated ([`Seen`]).
+//! the merge rule that keeps a key's lives apart ([`Tombstones::across_lives`])
+//! and the consumer's record of the keys a receiver has seen ([`Seen`])
+//! (docs/design.md, "Removal: a tombstone is a send, the consumer decides").
 
 use crate::conflate::common::event::Event;
 use crate::conflate::common::policy::Merge;

@@ -1,21 +1,7 @@
-//! Asymmetric fences for the Dekker pairings between sends and the rare
-//! operations that must see every send in flight (docs/design.md, "Sends in
-//! flight: one stripe per thread").
-//!
-//! A pairing of the form "the send stores its stripe, then loads the state
-//! word; the closer stores the state word, then loads every stripe" needs a
-//! full fence on both sides (store→load on different locations). The send
-//! side runs on every send, the other side a few times per registration or
-//! close, so the cost is moved to the rare side: on Linux the send side is a
-//! compiler fence and the rare side is `membarrier(PRIVATE_EXPEDITED)`, which
-//! makes every running thread of the process pass a full barrier before it
-//! returns (a thread that is not running passed one when it was switched out).
-//! Where that is not available, both sides use a `SeqCst` fence. The choice is
-//! made once per process, before the first hub exists, and never changes: a
-//! send can only reach a hub made after it, so it always sees the choice.
-//!
-//! Under loom and shuttle both sides are `SeqCst` fences: loom models fences,
-//! not membarrier, so the models check the pairing itself.
+//! The asymmetric fence of the Dekker pairings between sends and the rare
+//! operations that must see every send in flight: [`light`] on the send side,
+//! [`heavy`] on the rare side (docs/design.md, "Sends in flight: one stripe per
+//! thread").
 
 #[cfg(not(any(loom, shuttle)))]
 use std::sync::atomic::{compiler_fence, fence, AtomicU8, Ordering};

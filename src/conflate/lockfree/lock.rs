@@ -1,18 +1,7 @@
-//! The lock of one shard of the hub's cells (and of an own-value receiver's
-//! shards and queue): one read-modify-write per critical section
+//! The lock of one shard of the hub's cells and of an own-value receiver's
+//! shards and queue: `SpinLock`, one read-modify-write per critical section,
+//! and [`ShardLock`], which parks instead where a merge runs under it
 //! (docs/design.md, "Locks that cost one RMW").
-//!
-//! Acquire is a compare-and-swap, release a plain Release store: half the
-//! locked instructions of `std::sync::Mutex` (whose release is a swap, so that
-//! it can tell whether to wake a parked waiter). The price is that a waiter
-//! cannot park: it spins briefly, then yields its time slice (crossbeam's
-//! `Backoff`), so on two cores a preempted holder gets the core back instead of
-//! the waiter burning it. What runs under the lock is short and bounded: a
-//! probe, a few stores, and the key's `Eq` and the value's `Clone` (never a
-//! merge or a key filter). A hub with its own merge keeps the merge's user
-//! code under a parking lock instead ([`ShardLock::Park`], `std`'s mutex):
-//! its cells serve only the state table, so its sends pay the second RMW only
-//! where user code must run under the lock.
 
 use crate::sync::{lock, snooze, AtomicBool, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crossbeam_utils::Backoff;

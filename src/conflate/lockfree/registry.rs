@@ -1,34 +1,7 @@
-//! The receiver lists: read by every send without a lock, changed by the rare
-//! register / deregister / hard close in O(1) amortized, with no wait on the
-//! sends in flight (docs/design.md, "The registry").
-//!
-//! Two lists, one per kind of receiver: receivers with their own values
-//! (`RxCore`, in registration order) and cell receivers (`CellRx`, indexed by
-//! their id, which is also their mark's index in every cell). Each list is one
-//! array of pointers with holes (null) and a published length; a send loads
-//! the array, then the length, then each entry (Acquire), and skips holes.
-//!
-//! - **register**: store the pointer in a hole or at the length (then publish
-//!   the length). A send that loaded the entry before sees null, one that
-//!   loads it after sees the receiver: no send that happened before the
-//!   registration returned can reach it.
-//! - **deregister**: null the entry and *retire* the receiver: a send in flight
-//!   may still hold the pointer, so the registry's count of it is released
-//!   only after a grace period (every send in flight at that time has left;
-//!   `Stripes::wait_for_sends_in_flight`). Grace periods are batched: one per
-//!   `RETIRE_BATCH` retirements (or when the hub drops), so a deregistration
-//!   costs O(1) amortized and almost never waits.
-//! - An own-value receiver's place is reused at once (a send that read the old
-//!   pointer delivers into the old, still live, receiver). A cell receiver's
-//!   id is reused only after its grace period *and* after every mark it had
-//!   was cleared (a send in flight may still have set one): otherwise the new
-//!   owner of the id would be born with keys pending that it never received.
-//! - **growth**: a full array is copied into one twice as large, which is
-//!   published; the old one is retired like a receiver.
-//!
-//! The arrays hold raw pointers (`Arc::into_raw`): the registry owns one strong
-//! count of every listed receiver, so publishing a change writes no receiver's
-//! cache line.
+//! The receiver lists, one per kind (`RxCore` own-value receivers in
+//! registration order, `CellRx` cell receivers by id): read by every send
+//! without a lock, changed by the rare register / deregister / hard close
+//! under the writer lock (docs/design.md, "The registry").
 
 use super::cell_rx::{CellRx, RxId};
 use super::core::RxCore;

@@ -1,18 +1,6 @@
-//! One shard's pending entries: a slab with stable indices, and a hash table of
-//! those indices (docs/design.md, "Own-value receivers: the core").
-//!
-//! The key is stored once, in its entry. The table (`HashTable<u32>`) holds slab
-//! indices, hashed by 32 bits of the hub's hash that the entry keeps, so a
-//! resize never calls back into `K` and never rehashes a key. A ticket in the
-//! receiver's queue names an entry by shard and slab index (`pack`), so taking
-//! the entry a ticket names is an index into the slab; only removing its index
-//! from the table probes (by the stored hash, comparing indices, not keys).
-//!
-//! An entry is *indexed* (in the table: a send for its key finds it) or
-//! *detached* (only its ticket reaches it: a send found it owned by a cut and
-//! started a fresh entry for the key; see `core/send.rs`, `coalesce`). Every
-//! operation here runs under the shard's lock and runs no user code but `K`'s
-//! `Eq` in [`Keys::find`] and the drops of keys and values.
+//! One shard's pending entries of an own-value receiver: a slab with stable
+//! indices ([`Slab`]) and a hash table of those indices ([`Keys`])
+//! (docs/design.md, "Own-value receivers: the core").
 
 use hashbrown::hash_table::HashTable;
 use std::mem;

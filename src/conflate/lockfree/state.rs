@@ -1,29 +1,6 @@
-//! The hub's state word: the one place that decides close versus send.
-//!
-//! ```text
-//!  63          62           61        60       59 ..= 21   20 ..= 0
-//! [TX_CLOSED] [HUB_CLOSED] [QUIESCE] [RETAIN] [unused]    [live receivers]
-//! ```
-//!
-//! - **No-receiver fast path**: a send loads the word once; no live receiver
-//!   and no state table (`RETAIN` clear) means `Ok(())` with nothing else
-//!   touched but the thread's own count (one mask tests both).
-//! - **Close versus send**: a send first marks itself in flight in its
-//!   thread's stripe, then (after the send side of an asymmetric fence) loads
-//!   this word: with `TX_CLOSED` it leaves and returns `Err`, publishing
-//!   nothing; without it, it publishes and returns `Ok`. `Sender::close` sets
-//!   `TX_CLOSED` (one RMW), runs the rare side of the fence, and only then
-//!   tells the receivers; a receiver is drained when it was told, no stripe is
-//!   in flight, and nothing is pending (docs/design.md, "Close versus send").
-//! - **Snapshot registration** (`QUIESCE`): the registrar sets the bit, waits
-//!   for the sends in flight (`Stripes::wait_for_sends_in_flight`), copies the
-//!   table into the new receiver, registers it and clears the bit. A send that
-//!   sees the bit leaves and waits, holding nothing. Only a hub with `RETAIN`
-//!   sets it.
-//!
-//! The sends in flight are no longer counted here: each thread's stripe says
-//! so (`stripes.rs`), which takes the two read-modify-writes per send on this
-//! line off the send path.
+//! The hub's state word, `HubState`: the closed bits, `QUIESCE`, `RETAIN` and
+//! the live receiver count that every send loads once, the one place that
+//! decides close versus send (docs/design.md, "The state word").
 
 use crate::conflate::common::hub_word::{HubWord, HUB_CLOSED, TX_CLOSED};
 use crate::sync::{spin_wait, AtomicU64, Ordering};
@@ -59,6 +36,12 @@ impl Word {
     }
 }
 
+/// The state word:
+///
+/// ```text
+///  63          62           61        60       59 ..= 21   20 ..= 0
+/// [TX_CLOSED] [HUB_CLOSED] [QUIESCE] [RETAIN] [unused]    [live receivers]
+/// ```
 pub(crate) struct HubState(AtomicU64);
 
 impl HubState {
@@ -113,7 +96,8 @@ impl HubState {
         spin_wait(|| !self.load().quiescing());
     }
 
-    /// Holds new sends off (see the module docs). The caller holds the
+    /// Holds new sends off (docs/design.md, "Snapshot registration is one
+    /// instant"). The caller holds the
     /// registry writer lock and must call [`unquiesce`](Self::unquiesce) on
     /// every path, panics included. AcqRel: one point in the word's order; the
     /// caller then waits for the sends in flight.

@@ -1,33 +1,6 @@
-//! Sends in flight and sends accepted, one word per thread per hub
-//! (docs/design.md, "Sends in flight: one stripe per thread").
-//!
-//! Each sending thread owns one word of each hub it sends on, its *stripe*:
-//! the high bits count the thread's accepted sends (`HubStats::sent`), the low
-//! bits say whether one of its sends is in flight. Only the owner writes it, so
-//! entering and leaving are a plain load and store on a line no other running
-//! thread writes: no read-modify-write anywhere on the send path.
-//!
-//! - **Entering**: store the word with the in-flight bit, then
-//!   [`barrier::light`], then load the hub's state word (closed? quiescing?).
-//!   **Leaving**: store the word with the bit clear and the count raised
-//!   (Release: what the send published happens-before a reader that sees it).
-//! - **Waiting for the sends in flight** ([`Stripes::wait_for_sends_in_flight`]):
-//!   the rare side stores its decision in the state word, runs
-//!   [`barrier::heavy`], then loads every stripe and waits until each one that
-//!   was in flight has changed. Dekker: either a send saw the decision, or its
-//!   stripe store is visible here and this waits for it.
-//! - **Thread indices**: every thread that sends takes a process-wide index
-//!   the first time (a free list under a mutex; an exiting thread gives its
-//!   index back), and each hub keeps one stripe per index in lazily allocated
-//!   chunks of 64. A
-//!   per-thread cache of (hub id, stripe pointer) makes the lookup two loads
-//!   and a compare for a thread that sends on one hub over and over. A thread
-//!   past the last chunk, or sending from a thread-local destructor after its
-//!   index went back, uses the hub's *shared* stripe with read-modify-writes.
-//!
-//! Under loom and shuttle each model thread gets its own stripe in a small
-//! per-hub array (a model thread is not an OS thread, and a model atomic cannot
-//! live in a process-wide table), written with the same plain stores.
+//! Sends in flight and sends accepted: `Stripes`, one word per thread per hub
+//! that only its thread writes, and [`Stripes::wait_for_sends_in_flight`] for
+//! the rare side (docs/design.md, "Sends in flight: one stripe per thread").
 
 use super::barrier;
 use super::state::HubState;
@@ -110,8 +83,8 @@ impl Stripe<'_> {
 
     /// Marks a send in flight; the caller then loads the state word. The
     /// store is Relaxed: [`barrier::light`] orders it before that load, and
-    /// [`barrier::heavy`] on the rare side makes it visible there (see the
-    /// module docs).
+    /// [`barrier::heavy`] on the rare side makes it visible there
+    /// (docs/design.md, "Sends in flight: one stripe per thread").
     #[inline]
     pub(crate) fn enter(self) {
         match self {
@@ -350,7 +323,8 @@ impl Stripes {
     /// Whether any send is in flight now. Acquire pairs with each send's
     /// Release leave: a `false` means every send this saw leave published
     /// everything before. For the drained check after a close, which runs
-    /// after the close's [`barrier::heavy`] (see the module docs).
+    /// after the close's [`barrier::heavy`] (docs/design.md, "Close versus
+    /// send").
     pub(crate) fn any_in_flight(&self) -> bool {
         let mut any = false;
         self.each(|w, _| any |= w.load(Ordering::Acquire) & FLIGHT != 0);

@@ -1,19 +1,7 @@
-//! The first-touch key queue of one receiver: a slab-backed doubly linked list of
-//! *tickets*, one per pending key, in the order the keys became pending.
-//!
-//! A ticket names a pending entry without owning it: the entry lives in its
-//! shard's slab (see `core/`), and the ticket holds only where, its shard and
-//! slab index packed in one word (`place`). No copy of the key, no hash: claiming
-//! a ticket is an index, not a probe. The entry in turn records where its ticket
-//! is (the list's *segment* and the ticket's index in it), which is what tells a
-//! live ticket from a stale one whose entry was annihilated and whose slab index
-//! was reused. Indices into this list are stable while the ticket is linked,
-//! which makes unlinking an annihilated key O(1), so the queue holds no dead
-//! tickets and its size stays bounded by the pending key set.
-//!
-//! A node is 12 bytes (place, prev, next).
-//!
-//! The argument: `docs/design.md`, "Own-value receivers: the core".
+//! The first-touch key queue of one own-value receiver, `TicketList`: a
+//! slab-backed doubly linked list of tickets, one per pending key, each naming
+//! its entry by shard and slab index (docs/design.md, "Own-value receivers: the
+//! core").
 
 const NIL: u32 = u32::MAX;
 

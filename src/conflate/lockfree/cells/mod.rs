@@ -1,30 +1,6 @@
-//! The hub's cells: one per live key, shared by every cell receiver and by
-//! the state table (docs/design.md, "One cell per key").
-//!
-//! A cell holds the key, its latest value, a send sequence, the hub clock's
-//! value when it was last made pending everywhere (`stamp`), and one mark per
-//! cell receiver (pending or not, and the cut epoch of its entry). Cells are
-//! sharded by the send's hash; each shard is one lock ([`ShardLock`]), a hash
-//! index of slab indices, and a slab of cells at stable addresses.
-//!
-//! - **A coalescing send** finds its cell and, if the cell's stamp equals the
-//!   hub clock, replaces the value and bumps the sequence: one probe and one
-//!   line written, whatever the number of receivers. The clock moves on every
-//!   cut and every change of the cell receivers, and a take sets the stamp to
-//!   `STALE`, so an equal stamp means every cell receiver of the registry has
-//!   the key pending in its current epoch.
-//! - **Otherwise** (the slow path) the send visits every cell receiver: it
-//!   pushes an entry to each one that does not have the key pending; for one
-//!   whose entry belongs to a cut that has not taken it yet (the mark's epoch
-//!   is older than the receiver's), it first *deposits* the value the cut
-//!   needs, then re-pends the key in the new epoch. Then it stamps the cell
-//!   with the clock it read.
-//! - **A take** (pop or cut) clears the receiver's mark and reads the value
-//!   (moving it out if no receiver still has the key pending and the table
-//!   does not keep it), or takes the receiver's deposit.
-//!
-//! Why the clock makes this one instant per receiver, and the "helping" rule
-//! that keeps it so, is argued in docs/design.md ("The cut is one instant").
+//! The hub's cells, `Cells`: one cell per live key, shared by every cell
+//! receiver and by the state table, sharded by the send's hash, each shard one
+//! [`ShardLock`], a hash index and a slab (docs/design.md, "One cell per key").
 
 mod send;
 mod slab;

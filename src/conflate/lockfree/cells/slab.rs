@@ -1,17 +1,5 @@
-//! One shard's cells at stable addresses, and what a cell holds.
-//!
-//! Cells live in chunks of doubling size (32, 64, 128, … cells) that never move
-//! and are freed only with the hub, so a cell's address is stable for the
-//! hub's life: the consumer reads a pending cell's send sequence without the
-//! lock (its stats), and a slab index names one cell until it is freed. A
-//! freed place is reused for another key under the shard lock; a place whose key
-//! is pending at some receiver is never freed (see `Meta::idle`).
-//!
-//! Everything in a cell but its sequence is read and written only under the
-//! shard's lock (`Shard::lock`); the sequence is an atomic written under it
-//! and read anywhere.
-//!
-//! The argument: `docs/design.md`, "One cell per key".
+//! One shard's cells at stable addresses (`Slab`, in chunks that never move),
+//! and what a cell holds (`CellData`) (docs/design.md, "One cell per key").
 
 use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
 use std::mem::{ManuallyDrop, MaybeUninit};

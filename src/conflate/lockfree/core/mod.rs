@@ -1,44 +1,7 @@
-//! One receiver's pending state: sharded key slabs plus the first-touch queue.
-//!
-//! ## Layout (docs/design.md, "Own-value receivers: the core")
-//!
-//! - `shards`: `SHARDS` mutex-guarded [`Keys`] (a slab of entries with stable
-//!   indices and a hash table of those indices, `slab.rs`), chosen by the key's
-//!   hash. An entry holds the key (its only copy here), the pending value, the
-//!   sends folded into it, and where its ticket is. A send that coalesces touches
-//!   one shard of one receiver and nothing else.
-//! - `queue`: the first-touch order as a list of tickets (see `tickets.rs`), each
-//!   naming an entry by shard and slab index, plus the receiver's *cut epoch*.
-//!   Only a send for a key that is not pending takes it.
-//! - The consumer keeps a private ticket list (`Local`): it refills it by swapping
-//!   the whole shared list out in O(1), so popping takes the queue lock once per
-//!   batch, not once per event.
-//!
-//! Lock order is shard → queue.
-//!
-//! ## Why each race is safe (docs/design.md, "The cut is one instant" and "Own-value receivers: the core")
-//!
-//! - **Coalesce versus pop.** An entry's value is taken, merged into and
-//!   annihilated only under its shard lock, and a ticket matches an entry only by
-//!   the (segment, index) the entry recorded for it. A pop that wins takes the
-//!   entry out of slab and table, so a later send finds no entry and appends the
-//!   key afresh at the back. A send that wins merges first and the pop delivers
-//!   the merged value.
-//! - **The cut is one instant.** `cut_into` bumps the epoch and detaches the shared
-//!   list in one queue-lock critical section (O(1): publishers are not held up
-//!   by the size of the backlog). A send reads the epoch under its shard lock and
-//!   merges only into an entry of the *current* epoch; an entry of an older epoch
-//!   belongs to the cut, so the send detaches it from the table (the cut still
-//!   reaches it through its ticket) and starts a fresh entry at the back of the
-//!   new queue. Every send is therefore wholly before the cut (its effect is in
-//!   the batch: it read the old epoch, and the drain takes the entry under the
-//!   same shard lock after it) or wholly after (it read the new epoch, or its
-//!   ticket landed in the new list). See `cut_into` for the ordering argument, and for
-//!   how a shard whose entries all belong to the cut is handed over whole.
-//! - **Annihilation leaves no residue.** The entry is removed from slab and
-//!   table and its ticket unlinked from the shared list (O(1)); if the ticket
-//!   already moved to the consumer's private list, the consumer skips it as stale
-//!   when it gets there.
+//! One own-value receiver's pending state, `RxCore`: its sharded key slabs
+//! ([`Keys`]) plus its first-touch ticket queue, and the consumer's private
+//! ticket list, `Local` (docs/design.md, "Own-value receivers: the core"; its
+//! cut: "The cut is one instant").
 
 mod send;
 mod take;

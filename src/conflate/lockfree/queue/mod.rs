@@ -1,36 +1,7 @@
 //! A cell receiver's first-touch queue: a lock-free multi-producer,
-//! single-consumer list of entries (docs/design.md, "The first-touch queue").
-//!
-//! An entry names a hub cell (its `CellId`) and the cell's send sequence when
-//! the key became pending at this receiver (so `Event::sends` is the cell's
-//! sequence at the take minus it). Entries live in blocks of `BLOCK_CAP` places
-//! linked in push order, as in crossbeam-channel's list flavour: a producer
-//! claims a position with one compare-and-swap on the *tail word*, then writes
-//! its place and marks it ready; the consumer reads positions in order, waiting
-//! for a claimed place to be written. The consumer frees a block once it has
-//! read every place of it.
-//!
-//! The tail word carries, besides the position, what must change in the same
-//! step as a push:
-//!
-//! ```text
-//!  63 ..= 56    55 ..= 1      0
-//! [cut epoch] [position]  [PARKED]
-//! ```
-//!
-//! - **Cut epoch** (wrapping `u8`): a cut (`try_recv_all`) adds one to it with
-//!   one read-modify-write, which also returns the position it happened at:
-//!   every entry at a lower position belongs to the cut, every later one to the
-//!   next epoch. A push learns the epoch it landed in from its own CAS, so
-//!   "before or after this receiver's cut" has one answer per push.
-//! - **PARKED**: the consumer sets it (CAS from the empty word it saw) before
-//!   it parks; the push that clears it wakes the consumer. Pushes skip the
-//!   notification otherwise, and no fence is needed: the tail word's
-//!   modification order decides.
-//!
-//! Positions advance in laps of `LAP`; offset `BLOCK_CAP` of a lap is never a
-//! place: a tail word with that offset means the producer of the block's last
-//! place is installing the next block, and other producers wait for it.
+//! single-consumer list of entries in blocks, its tail word (position, cut
+//! epoch, parked bit) and the consumer's published head (docs/design.md, "The
+//! first-touch queue").
 
 mod push;
 mod read;
@@ -109,7 +80,8 @@ impl Block {
 pub(crate) struct Tail(u64);
 
 impl Tail {
-    /// The position (in laps of `LAP`, see the module docs).
+    /// The position (in laps of `LAP`: docs/design.md, "The first-touch
+    /// queue").
     fn pos(self) -> u64 {
         (self.0 & POS_MASK) >> POS_SHIFT
     }
