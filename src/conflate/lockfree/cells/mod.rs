@@ -148,6 +148,9 @@ unsafe impl<K: Send, V: Send> Sync for Shard<K, V> {}
 // SAFETY: as above; the shard owns its keys and values.
 unsafe impl<K: Send, V: Send> Send for Shard<K, V> {}
 
+/// A cell the index found: its slab index and its place.
+type Found<'a, K, V> = (u32, &'a Place<K, V>);
+
 /// The locked shard.
 struct Locked<'a, K, V> {
     shard: &'a Shard<K, V>,
@@ -233,7 +236,7 @@ impl<'a, K, V> Locked<'a, K, V> {
     /// what came before it. Read under the lock: see docs/design.md ("The cut
     /// is one instant") for why it must be.
     #[inline]
-    fn look(&self, clock: &AtomicU64, hash32: u32, key: &K) -> (u64, Option<(u32, &'a Place<K, V>)>)
+    fn look(&self, clock: &AtomicU64, hash32: u32, key: &K) -> (u64, Option<Found<'a, K, V>>)
     where
         K: Eq,
     {
@@ -244,7 +247,7 @@ impl<'a, K, V> Locked<'a, K, V> {
     /// [`Locked::find`], with the cell's place as the probe found it (so a
     /// caller does not locate it in the slab a second time).
     #[inline]
-    fn find_place(&self, hash32: u32, key: &K) -> Option<(u32, &'a Place<K, V>)>
+    fn find_place(&self, hash32: u32, key: &K) -> Option<Found<'a, K, V>>
     where
         K: Eq,
     {
