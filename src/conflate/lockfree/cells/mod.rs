@@ -193,10 +193,9 @@ impl<'a, K, V> Locked<'a, K, V> {
     /// The shard's data, while this holds the lock.
     #[inline]
     fn d(&mut self) -> &mut ShardData<V> {
-        // SAFETY: the lock is held for the life of `self` (or, for a
-        // `Locked` made under a cut's window, by the window; for the one
-        // `Cells::send` makes beside its spin guard, by that guard), so no other
-        // holder's reference exists; this one lives no longer than the
+        // SAFETY: the lock is held for the life of `self` (or by a cut's
+        // window, or by the spin guard `Cells::send` keeps beside it), so no
+        // other holder's reference exists; this one lives no longer than the
         // borrow of `self`.
         unsafe { &mut *self.data }
     }
