@@ -47,7 +47,9 @@ fn leave<K, V>(shared: &Shared<K, V>, stripe: Stripe<'_>, counted: bool) {
 }
 
 /// Fans one send out to the receivers with their own values, in
-/// registration order; the last takes the value by move.
+/// registration order: each whose key filter admits the send gets a clone,
+/// the last one the value by move (a receiver that rejects the key costs no
+/// clone).
 #[inline(never)]
 fn deliver_own<K: Eq + Clone, V>(own: &Listed<'_, RxCore<K, V>>, hash: u64, key: &K, value: V)
 where
@@ -56,9 +58,13 @@ where
     if let Some((last, rest)) = own.split_last() {
         // The list may hold holes (receivers that left): `iter` skips them.
         for core in rest.iter() {
-            core.deliver(hash, key, value.clone());
+            if core.admits(hash, key) {
+                core.deliver(hash, key, value.clone());
+            }
         }
-        last.deliver(hash, key, value);
+        if last.admits(hash, key) {
+            last.deliver(hash, key, value);
+        }
     }
 }
 

@@ -68,27 +68,41 @@ where
         }
     }
 
-    /// Fans one send into this receiver. Runs the key filter (no lock held) and the
-    /// merge (this key's shard lock held, nothing else). If either panics, the panic
-    /// continues after this receiver's state is repaired: a panicking merge drops
-    /// the key's pending value here (conflate rule 9, docs/design.md).
-    ///
-    /// Two steps under the shard lock: [`Self::coalesce`] when the key has an
-    /// entry, [`Self::start_pending`] when it has none.
-    pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
+    /// Whether one send reaches this receiver: it is open and its key filter
+    /// accepts the key (a rejection is counted here). Runs the key filter (no
+    /// lock held); if it panics, nothing changed at this receiver. Called
+    /// before the caller clones the value for it, so a receiver that rejects
+    /// the key costs no clone.
+    #[inline]
+    pub(crate) fn admits(&self, hash: u64, key: &K) -> bool {
         // Relaxed: a stale `false` only delivers into a receiver that is closing,
         // whose values are dropped with it.
         if self.flags.is_closed_relaxed() {
-            return;
+            return false;
         }
-        let shard = shard_index(hash);
-        let cell = &self.shards[shard];
         if !self.filter.accepts(key) {
             // Relaxed: a count that orders nothing (and is in no conservation
             // sum); the only shard-counter RMW, and only on a rejection.
-            cell.filtered.fetch_add(1, Ordering::Relaxed);
-            return;
+            self.shards[shard_index(hash)]
+                .filtered
+                .fetch_add(1, Ordering::Relaxed);
+            return false;
         }
+        true
+    }
+
+    /// Fans one send that this receiver [admits](Self::admits) into it. Runs
+    /// the merge (this key's shard lock held, nothing else). If it panics, the
+    /// panic continues after this receiver's state is repaired: a panicking
+    /// merge drops the key's pending value here (conflate rule 9,
+    /// docs/design.md).
+    ///
+    /// Two steps under the shard lock: [`Self::coalesce`] when the key has an
+    /// entry, [`Self::start_pending`] when it has none.
+    #[inline(never)]
+    pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
+        let shard = shard_index(hash);
+        let cell = &self.shards[shard];
         let mut keys = cell.lock.lock();
         // Checked again under the shard lock: `clear` marks the receiver closed
         // before it empties each shard under that shard's lock, so once a shard
