@@ -13,7 +13,9 @@
 //! its growth step a table is: the table reports several sizes.
 
 use keybus_test_support::broadcast_api::{self, Broadcast, BufferApi, Value};
-use keybus_test_support::conflate_api::{self, Conflate, Hub, HubApi, ReceiverApi, SenderApi};
+use keybus_test_support::conflate_api::{
+    self, Conflate, Hub, HubApi, ReceiverApi, ReceiverBuilderApi, SenderApi,
+};
 use keybus_test_support::counting::{self, Counting};
 
 #[global_allocator]
@@ -208,4 +210,69 @@ fn annihilation_residue<I: Conflate>() {
 fn annihilation_leaves_no_residue() {
     annihilation_residue::<conflate_api::Lockfree>();
     annihilation_residue::<conflate_api::Baseline>();
+}
+
+/// How a churn test's receiver takes its backlog.
+#[derive(Clone, Copy, Debug)]
+enum Take {
+    /// One `try_recv_all` per round.
+    Cut,
+    /// `try_recv` until empty.
+    Pop,
+}
+
+/// Key churn leaves the heap flat: every round sends `KEYS` keys never sent
+/// before and takes them all, so the live key set is `KEYS` at most, and what
+/// the hub keeps for keys that are gone must not grow with the rounds (conflate
+/// rule 3: memory bounded by the live key set). A plain receiver (the hub's
+/// shared values) and one with a key filter (its own values).
+fn churn_residue<I: Conflate>(take: Take, filtered: bool) {
+    let name = I::NAME.replace(' ', "");
+    let hub = Hub::<I, u64, u64>::new();
+    let tx = hub.sender();
+    let mut rx = if filtered {
+        hub.receiver_builder().key_filter(|_: &u64| true).build()
+    } else {
+        hub.receiver()
+    };
+    const KEYS: u64 = 10_000;
+    let mut next = 0u64;
+    let mut round = |rounds: u64| {
+        for _ in 0..rounds {
+            for _ in 0..KEYS {
+                tx.send(next, next).unwrap();
+                next += 1;
+            }
+            let taken = match take {
+                Take::Cut => rx.try_recv_all().unwrap().len(),
+                Take::Pop => std::iter::from_fn(|| rx.try_recv().ok()).count(),
+            };
+            assert_eq!(taken as u64, KEYS, "{name}: one event per key");
+        }
+    };
+    // A few rounds let every table and list reach its working size.
+    round(4);
+    let ((), more) = live_bytes(|| round(40));
+    // A hub that kept every key it ever saw would grow by at least 40 × 10,000
+    // keys × 16 bytes here (6.4 MB). The bound leaves room for tables still
+    // reaching their working size: the keys of a round spread unevenly over a
+    // hub's shards, and a shard that first holds more than before grows its
+    // slab by a chunk (keybus: at most one more per shard here, 32 of them
+    // of 24 KiB; the sizes are in `cells/slab.rs`).
+    let bound = 1 << 20;
+    assert!(
+        more <= bound,
+        "{name} ({take:?}, key filter {filtered}): 400,000 keys come and gone \
+         grew the heap by {more} bytes (more than {bound})"
+    );
+}
+
+#[test]
+fn key_churn_leaves_no_residue() {
+    for take in [Take::Cut, Take::Pop] {
+        for filtered in [false, true] {
+            churn_residue::<conflate_api::Lockfree>(take, filtered);
+            churn_residue::<conflate_api::Baseline>(take, filtered);
+        }
+    }
 }

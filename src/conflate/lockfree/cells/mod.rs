@@ -128,6 +128,8 @@ struct ShardData<V> {
     /// Cells in use, and of those the idle ones (kept indexed for reuse).
     used: u32,
     idle: u32,
+    /// The most cells in use and not idle at once (see `Locked::settle`).
+    peak: u32,
     deposits: Vec<Deposit<V>>,
     /// First-touch numbers of the table's cells, by slab index (only with
     /// `retain_latest`).
@@ -288,14 +290,17 @@ impl<'a, K, V> Locked<'a, K, V> {
     }
 
     /// Notes that cell `i`'s idleness may have changed from `was_idle`, and
-    /// frees it if it became idle while the shard already keeps `IDLE_KEEP`
-    /// idle cells. Returns the freed cell, to drop outside the lock.
+    /// frees it if it became idle while the shard already keeps as many idle
+    /// cells as it may. Returns the freed cell, to drop outside the lock.
     ///
     /// Idle cells (pending nowhere, not in the table) stay indexed, up to
-    /// `IDLE_KEEP` per shard, so that a key that comes back finds its cell: a
-    /// recurring key costs no insert and no removal. Past that, an idle cell
-    /// is freed at once (one probe, by its stored hash, comparing indices). A
-    /// shard thus holds its cells in use plus at most `IDLE_KEEP`.
+    /// `IDLE_KEEP` per shard or the most cells the shard had live (pending or
+    /// in the table) at once, whichever is more, so that a key that comes
+    /// back finds its cell: a recurring key set costs no insert and no
+    /// removal. Past that, an idle cell is freed at once (one probe, by its
+    /// stored hash, comparing indices). A shard thus holds at most twice its
+    /// peak live cells, plus `IDLE_KEEP`, however many keys come and go (as a
+    /// hash table keeps the capacity of its peak).
     #[inline]
     fn settle(&mut self, i: u32, was_idle: bool) -> Option<CellData<K, V>> {
         // SAFETY: lock held; place `i` is in use; callers hold no other cell
@@ -310,19 +315,23 @@ impl<'a, K, V> Locked<'a, K, V> {
         if was_idle == idle {
             return None;
         }
+        let d = self.d();
         if !idle {
-            self.d().idle -= 1;
+            d.idle -= 1;
+            d.peak = d.peak.max(d.used - d.idle);
             return None;
         }
-        if self.d().idle >= IDLE_KEEP {
-            return Some(self.free(i));
+        if d.idle < d.idle_cap() {
+            d.idle += 1;
+            return None;
         }
-        self.d().idle += 1;
-        None
+        Some(self.free(i))
     }
 
     /// Frees cell `i` (in use, not counted idle): out of the index and the
-    /// slab.
+    /// slab. Out of line: a recurring key set frees nothing.
+    #[cold]
+    #[inline(never)]
     fn free(&mut self, i: u32) -> CellData<K, V> {
         let hash32 = self.cell(i).hash32;
         match self.d().index.find_entry(table_hash(hash32), |&j| j == i) {
@@ -337,9 +346,23 @@ impl<'a, K, V> Locked<'a, K, V> {
     }
 }
 
-/// Idle cells a shard keeps for keys that come back (see `Locked::settle`):
-/// 256 per shard, 8,192 per hub at most.
+/// Idle cells a shard keeps for keys that come back (see `Locked::settle`)
+/// whatever its peak: 256 per shard, 8,192 per hub.
 const IDLE_KEEP: u32 = if cfg!(any(loom, shuttle)) { 1 } else { 256 };
+
+impl<V> ShardData<V> {
+    /// How many idle cells the shard keeps (see `Locked::settle`). The models
+    /// keep one, whatever the peak, so that their few keys still exercise the
+    /// freeing of cells.
+    #[inline]
+    fn idle_cap(&self) -> u32 {
+        if cfg!(any(loom, shuttle)) {
+            IDLE_KEEP
+        } else {
+            IDLE_KEEP.max(self.peak)
+        }
+    }
+}
 
 /// A take's event (if the entry was live) and the cells it freed (to drop
 /// outside the lock).
@@ -414,6 +437,7 @@ impl<K, V> Cells<K, V> {
                             next: 0,
                             used: 0,
                             idle: 0,
+                            peak: 0,
                             deposits: Vec::new(),
                             orders: Vec::new(),
                         }),

@@ -144,16 +144,29 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                     cell.set_mark(rx.id, 0);
                     cell.stamp = STALE;
                     let value = if cell.pending() == 0 && !cell.retained() {
-                        let v = cell.take_value();
-                        if cell.idle() {
-                            // SAFETY: as above: held; no other reference.
-                            let d = shard.data.with_mut(|p| unsafe { &mut *p });
-                            d.idle += 1;
-                        }
-                        v
+                        cell.take_value()
                     } else {
                         cell.value().cloned()
                     };
+                    if cell.idle() {
+                        // Pending nowhere now: kept for its key's return, or
+                        // freed if the shard keeps enough idle cells (as
+                        // `Locked::settle_as` decides for every other take;
+                        // `cell` is not used past here).
+                        // SAFETY: as above: held; no other reference.
+                        let d = shard.data.with_mut(|p| unsafe { &mut *p });
+                        if d.idle < d.idle_cap() {
+                            d.idle += 1;
+                        } else {
+                            let mut sh = Locked {
+                                shard,
+                                // SAFETY: as above.
+                                data: shard.data.with_mut(|p| p),
+                                _guard: ShardGuard::None,
+                            };
+                            freed.push(sh.free(i));
+                        }
+                    }
                     batch.extend(value.map(|v| Event::new(key, v, seq - start)));
                     continue;
                 }
