@@ -7,22 +7,23 @@ mod support;
 
 use futures_util::future::join_all;
 use std::net::SocketAddr;
-use std::time::Duration;
-use support::sse::{read_until_drained, snapshot_map, Client, Link, Tally};
-use support::{block_on, request, Server};
+use support::sse::{read_until, read_until_drained, snapshot_map, Client, Link, Tally};
+use support::{block_on, request, Server, HANG_GUARD};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Writes `bytes` on a fresh connection and reads the answer until the server
-/// closes (bounded): the raw response.
+/// closes (bounded by the hang guard): the raw response.
 async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(bytes).await.unwrap();
     let mut out = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), tcp.read_to_end(&mut out)).await;
+    let read = tokio::time::timeout(HANG_GUARD, tcp.read_to_end(&mut out)).await;
     assert!(
         read.is_ok(),
-        "the server did not close after answering {bytes:?}"
+        "hung: the server had not closed {HANG_GUARD:?} after {:?}; it had answered {:?}",
+        String::from_utf8_lossy(&bytes[..bytes.len().min(80)]),
+        String::from_utf8_lossy(&out)
     );
     String::from_utf8_lossy(&out).into_owned()
 }
@@ -89,8 +90,12 @@ fn malformed_requests_get_clear_errors() {
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("at most 3"), "{body:?}");
         drop(held);
+        // A connection leaves the hub, then the list: wait for both, or the
+        // next one could still find the list full.
         server
-            .wait_for("the held streams to close", |s| s["hub"]["receivers"] == 0)
+            .wait_for("the held streams to close", |s| {
+                s["hub"]["receivers"] == 0 && s["connections"].as_array().unwrap().is_empty()
+            })
             .await;
 
         // And it still serves, the page included.
@@ -105,9 +110,10 @@ fn malformed_requests_get_clear_errors() {
         );
         let mut client = Client::connect(addr, "/events?prefix=cpu.", Link::Fast).await;
         let mut tally = Tally::default();
-        while tally.batches == 0 {
-            tally.apply(&client.next().await.expect("a message"));
-        }
+        read_until(&mut client, &mut tally, "the first batch", |t| {
+            t.batches > 0
+        })
+        .await;
         assert_eq!(
             tally.table.len(),
             4,
@@ -131,9 +137,7 @@ fn a_client_gone_mid_stream_takes_its_receiver_with_it() {
             .await;
         let mut tallies = vec![Tally::default(); 10];
         for (client, tally) in clients.iter_mut().zip(&mut tallies) {
-            for _ in 0..3 {
-                tally.apply(&client.next().await.expect("a message"));
-            }
+            read_until(client, tally, "hello and two batches", |t| t.batches >= 2).await;
         }
         // Half of them hang up mid-stream, with data in flight.
         let stay = clients.split_off(5);
@@ -149,7 +153,7 @@ fn a_client_gone_mid_stream_takes_its_receiver_with_it() {
         server.stop_workload().await;
         let snapshot = snapshot_map(&server.get_json("/snapshot").await);
         for (i, (mut client, mut tally)) in stay.into_iter().zip(tallies.split_off(5)).enumerate() {
-            read_until_drained(&mut client, &mut tally, Duration::from_secs(60)).await;
+            read_until_drained(&mut client, &mut tally).await;
             tally.check(&format!("staying client {i}"), &snapshot);
         }
     });
@@ -165,7 +169,7 @@ fn a_flood_of_connects_and_disconnects_loses_nothing_for_the_rest() {
                 tokio::spawn(async move {
                     let mut client = Client::connect(addr, "/events", Link::Fast).await;
                     let mut tally = Tally::default();
-                    read_until_drained(&mut client, &mut tally, Duration::from_secs(120)).await;
+                    read_until_drained(&mut client, &mut tally).await;
                     (client, tally)
                 })
             })
@@ -187,9 +191,10 @@ fn a_flood_of_connects_and_disconnects_loses_nothing_for_the_rest() {
                         0 => {
                             let mut c = Client::connect(addr, "/events", Link::Fast).await;
                             let mut t = Tally::default();
-                            while t.batches == 0 {
-                                t.apply(&c.next().await.expect("a message"));
-                            }
+                            read_until(&mut c, &mut t, "a visitor's first batch", |t| {
+                                t.batches > 0
+                            })
+                            .await;
                             assert_eq!(t.first_batch, 64, "a visitor is born with the table");
                         }
                         1 => {

@@ -10,11 +10,27 @@ use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
+
+/// How long any one wait in these tests may last before it is called a hang.
+/// A guard against a test that never ends, not a speed claim: every wait
+/// normally ends within seconds, even in a debug build on two loaded cores,
+/// and none of them asserts how soon. Hitting it names what was waited for and
+/// what was seen.
+pub const HANG_GUARD: Duration = Duration::from_secs(300);
+
+/// Awaits `fut`; panics naming `what` if it has not ended within [`HANG_GUARD`].
+pub async fn guard<T>(what: impl std::fmt::Display, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(HANG_GUARD, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("hung: {what} had not ended after {HANG_GUARD:?}"),
+    }
+}
 
 /// The server binary, started with `--port 0` and the given flags; killed on drop.
 pub struct Server {
@@ -26,7 +42,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts it and reads the address from its first line.
+    /// Starts it and reads the address from its first line. The server prints
+    /// it after binding, so it accepts connections from then on: no start-up
+    /// race, and port 0 means no port clash.
     pub fn start(args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_keybus-dashboard"))
             .args(["--port", "0"])
@@ -36,10 +54,22 @@ impl Server {
             .spawn()
             .expect("start the keybus-dashboard binary");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut line = String::new();
-        stdout
-            .read_line(&mut line)
-            .expect("read the server's first line");
+        // Read on a thread of its own, so that a server that never prints is a
+        // bounded failure rather than a test that hangs.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let read = stdout.read_line(&mut line);
+            let _ = tx.send((read, line, stdout));
+        });
+        let (read, line, stdout) = match rx.recv_timeout(HANG_GUARD) {
+            Ok(got) => got,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the server printed no first line within {HANG_GUARD:?}")
+            }
+        };
+        read.expect("read the server's first line");
         let addr = line
             .split("http://")
             .nth(1)
@@ -102,11 +132,10 @@ impl Server {
             .await;
     }
 
-    /// Polls `/stats` until `done` holds; panics after 60 s (a liveness bound,
-    /// not a speed claim: every wait in these tests normally ends in well under
-    /// a second).
+    /// Polls `/stats` until `done` holds and returns that `/stats`; panics
+    /// after [`HANG_GUARD`] with the last one seen.
     pub async fn wait_for(&self, what: &str, mut done: impl FnMut(&Value) -> bool) -> Value {
-        let until = Instant::now() + Duration::from_secs(60);
+        let until = Instant::now() + HANG_GUARD;
         loop {
             let stats = self.stats().await;
             if done(&stats) {
@@ -114,7 +143,7 @@ impl Server {
             }
             assert!(
                 Instant::now() < until,
-                "gave up waiting for {what}: {stats}"
+                "hung: gave up after {HANG_GUARD:?} waiting for {what}; the last /stats: {stats}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -140,7 +169,16 @@ impl Drop for Server {
 }
 
 /// One HTTP/1.1 request on a fresh connection: status and body as text.
+/// Bounded by [`HANG_GUARD`].
 pub async fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    guard(
+        format!("{method} {path} (connect, request, the whole response)"),
+        request_unguarded(addr, method, path),
+    )
+    .await
+}
+
+async fn request_unguarded(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     let stream = TcpStream::connect(addr)
         .await
         .expect("connect to the server");

@@ -11,9 +11,13 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+
+use super::{guard, HANG_GUARD};
 
 /// One SSE message.
 #[derive(Debug)]
@@ -62,14 +66,23 @@ pub struct Client {
     /// Decoded SSE text not yet parsed into messages.
     text: Vec<u8>,
     chunk: Chunk,
-    /// Bytes read from the socket so far.
-    pub bytes: u64,
+    /// Bytes read from the socket so far, shared so that a test can compare
+    /// them with what the server says it wrote while this client reads.
+    read: Arc<AtomicU64>,
 }
 
 impl Client {
     /// Opens `path` (e.g. `/events?pace_ms=100`) and reads the response head;
-    /// panics unless it is `200 text/event-stream`.
+    /// panics unless it is `200 text/event-stream`, or after [`HANG_GUARD`].
     pub async fn connect(addr: SocketAddr, path: &str, link: Link) -> Client {
+        guard(
+            format!("GET {path} ({link:?}): connect and read the response head"),
+            Client::connect_unguarded(addr, path, link),
+        )
+        .await
+    }
+
+    async fn connect_unguarded(addr: SocketAddr, path: &str, link: Link) -> Client {
         let socket = TcpSocket::new_v4().expect("a socket");
         if let Link::Slow { rcvbuf, .. } = link {
             socket.set_recv_buffer_size(rcvbuf).expect("SO_RCVBUF");
@@ -87,7 +100,7 @@ impl Client {
             raw: Vec::new(),
             text: Vec::new(),
             chunk: Chunk::Size,
-            bytes: 0,
+            read: Arc::new(AtomicU64::new(0)),
         };
         let head = client.head().await;
         let status = head.lines().next().unwrap_or_default();
@@ -135,7 +148,7 @@ impl Client {
         {
             Ok(0) | Err(_) => false,
             Ok(n) => {
-                self.bytes += n as u64;
+                self.read.fetch_add(n as u64, Ordering::Relaxed);
                 true
             }
         }
@@ -184,8 +197,14 @@ impl Client {
         }
     }
 
+    /// The bytes read from the socket so far (response head, chunk framing
+    /// and SSE framing included), as a counter that goes on counting.
+    pub fn read_counter(&self) -> Arc<AtomicU64> {
+        self.read.clone()
+    }
+
     /// The next message; `None` when the stream ends. Comments (keep-alives)
-    /// are skipped.
+    /// are skipped. Unbounded: [`read_until`] is the bounded way to read.
     pub async fn next(&mut self) -> Option<Message> {
         loop {
             self.decode();
@@ -287,6 +306,15 @@ impl Tally {
             && self.rx["pending"] == 0
     }
 
+    /// What a hang message shows: the counts and the last batch's state,
+    /// without the table.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} batches, {} updates, {} sends, last batch producing {}, rx {}",
+            self.batches, self.updates, self.sends, self.producing, self.rx
+        )
+    }
+
     /// The checks every client must pass once [`drained`](Self::drained):
     /// its table is the hub's state table, and its receiver's accounting
     /// matches what it got: `received == folded + dropped + pending_sends`,
@@ -324,22 +352,43 @@ impl Tally {
     }
 }
 
-/// Reads `client` until its tally is drained. Panics after `bound` (a
-/// liveness bound, not a speed claim).
-pub async fn read_until_drained(client: &mut Client, tally: &mut Tally, bound: Duration) {
-    let until = Instant::now() + bound;
-    while !tally.drained() {
-        assert!(
-            Instant::now() < until,
-            "client {} never drained: {tally:?}",
-            tally.conn
-        );
+/// Reads `client` into `tally` until `done(tally)` holds. Panics if the
+/// stream ends first, or after [`HANG_GUARD`] (a hang, not slowness), with
+/// what was waited for and what the client had seen.
+pub async fn read_until(
+    client: &mut Client,
+    tally: &mut Tally,
+    what: &str,
+    done: impl Fn(&Tally) -> bool,
+) {
+    let until = Instant::now() + HANG_GUARD;
+    while !done(tally) {
         let msg = tokio::time::timeout_at(until.into(), client.next())
             .await
-            .unwrap_or_else(|_| panic!("client {} got no message in time", tally.conn))
-            .unwrap_or_else(|| panic!("client {}: the stream ended", tally.conn));
+            .unwrap_or_else(|_| {
+                panic!(
+                    "hung: client (conn {}) gave up after {HANG_GUARD:?} waiting for {what}; \
+                     {} bytes read, seen: {}",
+                    tally.conn,
+                    client.read.load(Ordering::Relaxed),
+                    tally.summary()
+                )
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "client (conn {}): the stream ended while waiting for {what}; seen: {}",
+                    tally.conn,
+                    tally.summary()
+                )
+            });
         tally.apply(&msg);
     }
+}
+
+/// Reads `client` until its tally is [drained](Tally::drained), bounded as
+/// [`read_until`] is.
+pub async fn read_until_drained(client: &mut Client, tally: &mut Tally) {
+    read_until(client, tally, "its drained batch", Tally::drained).await;
 }
 
 /// `/snapshot` as a map.

@@ -15,6 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
+use super::{guard, HANG_GUARD};
+
 /// What the test needs installed, and how to get it.
 const PROVISION: &str = "run `bash .ci/provision-chromium` (as root) to install Debian's \
                          `chromium` and `chromium-driver`, or point KEYBUS_CHROMIUM and \
@@ -78,11 +80,16 @@ impl Browser {
             session: String::new(),
             profile,
         };
-        let until = Instant::now() + Duration::from_secs(30);
-        while call(addr, "GET", "/status", None).await.is_err() {
+        let until = Instant::now() + HANG_GUARD;
+        loop {
+            let status = guard(
+                "chromedriver's GET /status",
+                call(addr, "GET", "/status", None),
+            );
+            let Err(e) = status.await else { break };
             assert!(
                 Instant::now() < until,
-                "chromedriver did not come up on {addr}"
+                "hung: chromedriver was not up on {addr} after {HANG_GUARD:?}: {e}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -105,9 +112,12 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": chromium, "args": args},
         }}});
-        let value = call(addr, "POST", "/session", Some(caps))
-            .await
-            .unwrap_or_else(|e| panic!("open a Chromium session: {e}; {PROVISION}"));
+        let value = guard(
+            "opening a Chromium session",
+            call(addr, "POST", "/session", Some(caps)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("open a Chromium session: {e}; {PROVISION}"));
         browser.session = value["sessionId"]
             .as_str()
             .expect("a session id")
@@ -117,9 +127,12 @@ impl Browser {
 
     async fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let path = format!("/session/{}{path}", self.session);
-        call(self.addr, method, &path, body)
-            .await
-            .unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"))
+        guard(
+            format!("WebDriver {method} {path} {body:?}"),
+            call(self.addr, method, &path, body.clone()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"))
     }
 
     /// Loads `url` in the current tab.
@@ -162,14 +175,18 @@ impl Browser {
         .await
     }
 
-    /// Evaluates `body` until it returns `true`; panics after 60 s (a liveness
-    /// bound).
+    /// Evaluates `body` until it returns `true`; panics after [`HANG_GUARD`]
+    /// with what it last returned.
     pub async fn wait_for(&self, what: &str, body: &str) {
-        let until = Instant::now() + Duration::from_secs(60);
-        while self.eval(body).await != Value::Bool(true) {
+        let until = Instant::now() + HANG_GUARD;
+        loop {
+            let got = self.eval(body).await;
+            if got == Value::Bool(true) {
+                return;
+            }
             assert!(
                 Instant::now() < until,
-                "the page never showed {what} ({body})"
+                "hung: the page had not shown {what} after {HANG_GUARD:?} ({body} returned {got})"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
