@@ -17,43 +17,107 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         epoch: u8,
     ) -> Option<Event<K, V>> {
         let (s, i) = split(cell);
-        let mut sh = self.shards[s].lock();
-        let (event, freed) = Self::take_locked(&mut sh, i, start, rx.id, epoch);
-        drop(sh);
+        let shard = &self.shards[s];
+        // The spin guard directly (no `ShardGuard` dispatch): unlocks also
+        // when a clone unwinds.
+        let guard = shard
+            .lock
+            .spin()
+            .expect("only hubs with cell receivers take, and their shards spin")
+            .lock();
+        let place = shard.slab.place(i);
+        let mut freed = Vec::new();
+        let event = match Self::take_marked(shard, place, i, start, rx.id, epoch, &mut freed) {
+            Some(event) => event,
+            None => {
+                let mut sh = Locked {
+                    shard,
+                    // SAFETY: `guard` holds the shard's lock.
+                    data: shard.data.with_mut(|p| p),
+                    _guard: ShardGuard::None,
+                };
+                let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
+                freed.extend(f);
+                event
+            }
+        };
+        drop(guard);
         drop(freed);
         event
     }
 
-    fn take_locked(
-        sh: &mut Locked<'_, K, V>,
+    /// The common take, for a caller holding `shard`'s lock, of its place
+    /// `i` (`place`, as the caller found it): the entry's own
+    /// mark, pending in `epoch`. Clears it and reads the value (moved out if
+    /// no receiver still has the key pending and the table does not keep it);
+    /// a cell left idle is kept or freed (into `freed`, to drop outside the
+    /// lock) as [`Locked::settle_as`] decides. Returns the event (`None` if
+    /// a hard close dropped the value), or `None` (nothing changed) if the
+    /// entry is a deposit's or stale.
+    #[inline(always)]
+    fn take_marked(
+        shard: &Shard<K, V>,
+        place: &Place<K, V>,
         i: u32,
         start: u64,
         id: u32,
         epoch: u8,
-    ) -> Taken<K, V> {
-        let place = sh.place(i);
-        let seq = place.seq.load(Ordering::Relaxed);
-        // SAFETY: lock held (`sh`); place `i` is in use (the caller's entry
-        // names it and its mark or deposit keeps it); no other cell reference
-        // is live across the uses below.
+        freed: &mut Vec<CellData<K, V>>,
+    ) -> Option<Option<Event<K, V>>> {
+        // SAFETY: the caller holds the shard's lock; `place` is place `i` of
+        // its slab, in use (the
+        // caller's entry names it and its mark or deposit keeps it); no other
+        // cell reference is live across the uses below.
         let cell = unsafe { place.cell() };
         let mark = cell.mark(id);
-        if mark & PENDING != 0 && mark_epoch(mark) == epoch {
-            // Pending here, so it was not idle.
-            let key = cell.key.clone();
-            cell.set_mark(id, 0);
-            cell.stamp = STALE;
-            let value = if cell.pending() == 0 && !cell.retained() {
-                cell.take_value()
-            } else {
-                cell.value().cloned()
-            };
-            let idle = cell.idle();
-            let freed = sh.settle_as(i, false, idle);
-            // No value only after a hard close dropped it (`drop_values`):
-            // the take is stale then.
-            return (value.map(|v| Event::new(key, v, seq - start)), freed);
+        if mark & PENDING == 0 || mark_epoch(mark) != epoch {
+            return None;
         }
+        let seq = place.seq.load(Ordering::Relaxed);
+        let key = cell.key.clone();
+        cell.set_mark(id, 0);
+        cell.stamp = STALE;
+        let value = if cell.pending() == 0 && !cell.retained() {
+            cell.take_value()
+        } else {
+            cell.value().cloned()
+        };
+        if cell.idle() {
+            // Pending nowhere now (it was pending here, so not idle before):
+            // `settle_as(i, false, true)`, written out so that the common
+            // case stays inline; `cell` is not used past here.
+            // SAFETY: the caller holds the lock; no other reference to the
+            // shard's data is live.
+            let d = shard.data.with_mut(|p| unsafe { &mut *p });
+            if d.idle < d.idle_cap() {
+                d.idle += 1;
+            } else {
+                let mut sh = Locked {
+                    shard,
+                    // SAFETY: as above.
+                    data: shard.data.with_mut(|p| p),
+                    _guard: ShardGuard::None,
+                };
+                freed.push(sh.free(i));
+            }
+        }
+        // No value only after a hard close dropped it (`drop_values`): the
+        // take is stale then.
+        Some(value.map(|v| Event::new(key, v, seq - start)))
+    }
+
+    /// An entry that is not its own mark's: the receiver's deposit for the
+    /// cell, or stale (`(None, None)`).
+    #[cold]
+    #[inline(never)]
+    fn take_other(
+        sh: &mut Locked<'_, K, V>,
+        i: u32,
+        start: u64,
+        id: u32,
+        _epoch: u8,
+    ) -> Taken<K, V> {
+        let cell = sh.cell(i);
         if cell.has_deposits() {
             let deps = &mut sh.d().deposits;
             if let Some(at) = deps.iter().position(|d| d.cell == i && d.rx == id) {
@@ -132,52 +196,21 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 };
                 let (s, i) = split(c);
                 let shard = &self.shards[s];
-                // SAFETY: `held` holds shard `s`'s lock; place `i` is in use
-                // (this receiver's entry names it and its mark or deposit
-                // keeps it); one cell reference at a time.
-                let cell = unsafe { place.cell() };
-                let mark = cell.mark(rx.id);
-                if mark & PENDING != 0 && mark_epoch(mark) == epoch {
+                // `held` holds shard `s`'s lock.
+                let marked = Self::take_marked(shard, place, i, start, rx.id, epoch, &mut freed);
+                if let Some(event) = marked {
                     // The common case, inline: the entry's own mark.
-                    let seq = place.seq.load(Ordering::Relaxed);
-                    let key = cell.key.clone();
-                    cell.set_mark(rx.id, 0);
-                    cell.stamp = STALE;
-                    let value = if cell.pending() == 0 && !cell.retained() {
-                        cell.take_value()
-                    } else {
-                        cell.value().cloned()
-                    };
-                    if cell.idle() {
-                        // Pending nowhere now: kept for its key's return, or
-                        // freed if the shard keeps enough idle cells (as
-                        // `Locked::settle_as` decides for every other take;
-                        // `cell` is not used past here).
-                        // SAFETY: as above: held; no other reference.
-                        let d = shard.data.with_mut(|p| unsafe { &mut *p });
-                        if d.idle < d.idle_cap() {
-                            d.idle += 1;
-                        } else {
-                            let mut sh = Locked {
-                                shard,
-                                // SAFETY: as above.
-                                data: shard.data.with_mut(|p| p),
-                                _guard: ShardGuard::None,
-                            };
-                            freed.push(sh.free(i));
-                        }
-                    }
-                    batch.extend(value.map(|v| Event::new(key, v, seq - start)));
+                    batch.extend(event);
                     continue;
                 }
                 // A deposit, or a stale entry.
                 let mut sh = Locked {
                     shard,
-                    // SAFETY: as above.
+                    // SAFETY: `held` holds the shard's lock.
                     data: shard.data.with_mut(|p| p),
                     _guard: ShardGuard::None,
                 };
-                let (event, f) = Self::take_locked(&mut sh, i, start, rx.id, epoch);
+                let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
                 batch.extend(event);
                 freed.extend(f);
             }
