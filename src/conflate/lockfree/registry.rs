@@ -114,6 +114,16 @@ impl<'a, T> Listed<'a, T> {
         self.0.is_empty()
     }
 
+    /// The one receiver of a list of length one (`None` for a hole, or any
+    /// other length): for the send paths that specialise it.
+    #[inline]
+    pub(crate) fn single(&self) -> Option<&'a T> {
+        match self.0 {
+            [only] => Self::at(only),
+            _ => None,
+        }
+    }
+
     /// The last live receiver and the list before it (to move the value into
     /// the last).
     #[inline]
