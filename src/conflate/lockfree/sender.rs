@@ -42,7 +42,7 @@ impl<K, V> Drop for InFlight<'_, K, V> {
 /// all (see `stripes::leave_and_see_close`).
 #[inline]
 fn leave<K, V>(shared: &Shared<K, V>, stripe: Stripe<'_>, counted: bool) {
-    if leave_and_see_close(stripe, counted, &shared.state) {
+    if leave_and_see_close(stripe, counted, &shared.state, shared.stripes.light) {
         shared.wake_all();
     }
 }
@@ -140,7 +140,7 @@ where
         let shared = &*self.shared;
         // Enter, then load the state word: the Dekker pairing of "Sends in
         // flight" (`Stripe::enter` runs the light fence between the two).
-        stripe.enter();
+        stripe.enter(shared.stripes.light);
         let now = shared.state.load();
         let (key, value) = if now.publishes() {
             (key, value)
@@ -236,7 +236,7 @@ where
             }
             shared.state.wait_quiesced();
             // Entered again, then the state word, as in `publish`.
-            stripe.enter();
+            stripe.enter(shared.stripes.light);
             now = shared.state.load();
         }
     }
