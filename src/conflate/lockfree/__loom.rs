@@ -122,13 +122,15 @@ impl StripesModel {
     /// saw the close (and would wake the receivers).
     pub fn send_seeing_close(&self, publish: impl FnOnce()) -> (bool, bool) {
         let stripe = self.stripes.mine();
-        stripe.enter();
+        stripe.enter(self.stripes.light);
         if self.state.load().tx_closed() {
-            let woke = super::stripes::leave_and_see_close(stripe, false, &self.state);
+            let woke =
+                super::stripes::leave_and_see_close(stripe, false, &self.state, self.stripes.light);
             return (false, woke);
         }
         publish();
-        let woke = super::stripes::leave_and_see_close(stripe, true, &self.state);
+        let woke =
+            super::stripes::leave_and_see_close(stripe, true, &self.state, self.stripes.light);
         (true, woke)
     }
 

@@ -26,7 +26,8 @@ pub(crate) fn init() {
 }
 
 /// Whether the send side may use a compiler fence (membarrier is in use).
-/// For the measurements and tests that compare the two modes.
+/// For [`Light::now`], and the measurements and tests that compare the two
+/// modes.
 #[allow(dead_code)]
 pub(crate) fn asymmetric() -> bool {
     #[cfg(not(any(loom, shuttle)))]
@@ -39,22 +40,48 @@ pub(crate) fn asymmetric() -> bool {
     }
 }
 
+/// Which send-side fence the pairings use, as [`init`] decided it: read once
+/// per hub when it is made ([`Light::now`]) and kept in the hub, so a send
+/// tests a byte on a line it reads anyway instead of loading the process-wide
+/// static through its address (what code inlined into another crate does).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Light {
+    /// Membarrier is in use: the send side may be a compiler fence.
+    #[cfg(not(any(loom, shuttle)))]
+    asymmetric: bool,
+}
+
+impl Light {
+    /// The decision. Called after [`init`] (a hub makes its stripes, which
+    /// call `init`, before it reads this): the decision never changes
+    /// afterwards, so a copy taken now is the one every later send would
+    /// read from the static.
+    pub(crate) fn now() -> Light {
+        Light {
+            #[cfg(not(any(loom, shuttle)))]
+            asymmetric: asymmetric(),
+        }
+    }
+}
+
 /// The send side's fence: between a send's stripe store and its load of the
 /// state word (and between its leaving store and the load that checks for a
 /// close). A compiler fence where membarrier is in use, else a full fence.
 #[inline(always)]
-pub(crate) fn light() {
+pub(crate) fn light(light: Light) {
     #[cfg(not(any(loom, shuttle)))]
     {
-        // Relaxed: written once, before any hub existed (see `init`).
-        if MODE.load(Ordering::Relaxed) == 1 {
+        if light.asymmetric {
             compiler_fence(Ordering::SeqCst);
         } else {
             fence(Ordering::SeqCst);
         }
     }
     #[cfg(any(loom, shuttle))]
-    crate::sync::fence(crate::sync::Ordering::SeqCst);
+    {
+        let _ = light;
+        crate::sync::fence(crate::sync::Ordering::SeqCst);
+    }
 }
 
 /// The rare side's fence: between a store to the state word (close, quiesce)

@@ -114,6 +114,16 @@ impl<'a, T> Listed<'a, T> {
         self.0.is_empty()
     }
 
+    /// The one receiver of a list of length one (`None` for a hole, or any
+    /// other length): for the send paths that specialise it.
+    #[inline]
+    pub(crate) fn single(&self) -> Option<&'a T> {
+        match self.0 {
+            [only] => Self::at(only),
+            _ => None,
+        }
+    }
+
     /// The last live receiver and the list before it (to move the value into
     /// the last).
     #[inline]
@@ -147,7 +157,13 @@ impl<T> List<T> {
         // that waits for the caller (the contract), and freed after it.
         let array = unsafe { &*array };
         let len = array.len.load(Ordering::Acquire);
-        Listed(&array.entries[..len])
+        debug_assert!(len <= array.entries.len());
+        // SAFETY: a published length never exceeds its array's capacity:
+        // `Side::add` grows the array before the length passes it, and
+        // `Side::compact` stores at most the entries it copied into a larger
+        // array (every store of `len` is one of those two). So the range is
+        // in bounds, without a check on every send.
+        Listed(unsafe { array.entries.get_unchecked(..len) })
     }
 }
 

@@ -6,6 +6,7 @@
 use super::core::RxCore;
 use super::registry::Listed;
 use super::shared::Shared;
+use super::state::Word;
 use super::stripes::{leave_and_see_close, Stripe};
 use crate::conflate::common::hub_word::HubWord;
 use crate::conflate::common::reentrancy::{reentered, SendScope};
@@ -41,7 +42,7 @@ impl<K, V> Drop for InFlight<'_, K, V> {
 /// all (see `stripes::leave_and_see_close`).
 #[inline]
 fn leave<K, V>(shared: &Shared<K, V>, stripe: Stripe<'_>, counted: bool) {
-    if leave_and_see_close(stripe, counted, &shared.state) {
+    if leave_and_see_close(stripe, counted, &shared.state, shared.stripes.light) {
         shared.wake_all();
     }
 }
@@ -143,20 +144,93 @@ where
     #[inline(always)]
     fn publish(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
+        // Enter, then load the state word: the Dekker pairing of "Sends in
+        // flight" (`Stripe::enter` runs the light fence between the two).
+        stripe.enter(shared.stripes.light);
+        let now = shared.state.load();
+        let (key, value) = if now.publishes() {
+            (key, value)
+        } else {
+            // Closed, idle or quiescing: out of line, so the path every
+            // send takes keeps few values live.
+            match self.held_off(stripe, now, key, value) {
+                Ok(kv) => kv,
+                Err(done) => return done,
+            }
+        };
+        let _in_flight = InFlight { shared, stripe };
+        let hash = shared.hash(&key);
+        // SAFETY: this send is in flight until `_in_flight` drops, after the
+        // last use of either list.
+        let own = unsafe { shared.registry.own() };
+        if shared.retain || shared.has_cell_receivers() {
+            // The cells first (the table, then every cell receiver): a
+            // panicking hub merge removes the key and reaches no receiver.
+            // The tombstone test is user code: run before anything is locked.
+            let tombstone = shared.tombstones.is(&value);
+            if own.is_empty() {
+                // The common case: the cells take the value by move.
+                // SAFETY: in flight until `_in_flight` drops, after the
+                // cells' wakes (`Cells::send` wakes before it returns).
+                unsafe {
+                    shared.cells.send(
+                        hash,
+                        &key,
+                        value,
+                        tombstone,
+                        &shared.registry,
+                        &shared.clock,
+                    )
+                };
+                return Ok(());
+            }
+            // SAFETY: as above.
+            unsafe {
+                shared.cells.send(
+                    hash,
+                    &key,
+                    value.clone(),
+                    tombstone,
+                    &shared.registry,
+                    &shared.clock,
+                )
+            };
+        }
+        if !own.is_empty() {
+            deliver_own(&own, hash, &key, value);
+        }
+        Ok(())
+    }
+
+    /// A send whose state word said closed, idle (the last receiver left
+    /// since the first look) or quiescing, with the stripe entered: refuses
+    /// it (`Err(Err(_))`), accepts it with nothing to publish
+    /// (`Err(Ok(()))`), or, once a snapshot registration is done holding
+    /// sends off, hands the key and value back entered again under a state
+    /// word that lets it publish (`Ok`).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::type_complexity)]
+    fn held_off(
+        &self,
+        stripe: Stripe<'_>,
+        mut now: Word,
+        key: K,
+        value: V,
+    ) -> Result<(K, V), Result<(), SendError<K, V>>> {
+        let shared = &*self.shared;
         loop {
-            stripe.enter();
-            let now = shared.state.load();
             if now.tx_closed() {
                 leave(shared, stripe, false);
-                return shared.refuse(key, value);
+                return Err(shared.refuse(key, value));
             }
             if now.idle() {
                 // The last receiver left since the first look.
                 leave(shared, stripe, true);
-                return Ok(());
+                return Err(Ok(()));
             }
             if !now.quiescing() {
-                break;
+                return Ok((key, value));
             }
             // A snapshot registration is copying the table: wait holding
             // nothing, then decide afresh. User code of that registration on
@@ -167,39 +241,10 @@ where
                 reentered("Sender::send");
             }
             shared.state.wait_quiesced();
+            // Entered again, then the state word, as in `publish`.
+            stripe.enter(shared.stripes.light);
+            now = shared.state.load();
         }
-        let _in_flight = InFlight { shared, stripe };
-        let hash = shared.hash(&key);
-        // SAFETY: this send is in flight until `_in_flight` drops, after the
-        // last use of either list.
-        let own = unsafe { shared.registry.own() };
-        let mut value = Some(value);
-        if shared.retain || shared.has_cell_receivers() {
-            // The cells first (the table, then every cell receiver): a
-            // panicking hub merge removes the key and reaches no receiver.
-            // The tombstone test is user code: run before anything is locked.
-            let tombstone = shared.tombstones.is(value.as_ref().expect("not moved yet"));
-            let v = if own.is_empty() {
-                value.take().expect("not moved yet")
-            } else {
-                value.clone().expect("not moved yet")
-            };
-            // SAFETY: in flight until `_in_flight` drops, after `wakes`.
-            let wakes = unsafe {
-                shared
-                    .cells
-                    .send(hash, &key, v, tombstone, &shared.registry, &shared.clock)
-            };
-            if let Some(wakes) = wakes {
-                wakes.wake();
-            }
-        }
-        if let Some(value) = value {
-            if !own.is_empty() {
-                deliver_own(&own, hash, &key, value);
-            }
-        }
-        Ok(())
     }
 
     /// Closes the send side gracefully: every receiver still delivers everything

@@ -29,6 +29,14 @@ impl Word {
         self.0 & (RECEIVER_MASK | RETAIN) == 0
     }
 
+    /// A send that entered may publish: not closed, not idle, not
+    /// quiescing (one test of the word for the path every send takes;
+    /// `Sender::held_off` sorts out the rest).
+    #[inline]
+    pub(crate) fn publishes(self) -> bool {
+        self.0 & (TX_CLOSED | QUIESCE) == 0 && !self.idle()
+    }
+
     /// A snapshot registration holds sends off.
     #[inline]
     pub(crate) fn quiescing(self) -> bool {

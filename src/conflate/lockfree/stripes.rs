@@ -41,6 +41,9 @@ pub(crate) struct Stripes {
     owners: std::sync::Mutex<Vec<ModelThread>>,
     /// For threads without a stripe of their own: read-modify-writes.
     shared: AtomicU64,
+    /// The send side's fence, as decided for the process (a copy on a line
+    /// every send reads: `barrier::Light`).
+    pub(crate) light: barrier::Light,
 }
 
 #[cfg(loom)]
@@ -81,12 +84,13 @@ impl Stripe<'_> {
         }
     }
 
-    /// Marks a send in flight; the caller then loads the state word. The
+    /// Marks a send in flight; the caller then loads the state word. `light`:
+    /// the hub's (`Stripes::light`). The
     /// store is Relaxed: [`barrier::light`] orders it before that load, and
     /// [`barrier::heavy`] on the rare side makes it visible there
     /// (docs/design.md, "Sends in flight: one stripe per thread").
     #[inline]
-    pub(crate) fn enter(self) {
+    pub(crate) fn enter(self, light: barrier::Light) {
         match self {
             Stripe::Own(w) => {
                 let now = w.load(Ordering::Relaxed);
@@ -98,7 +102,7 @@ impl Stripe<'_> {
                 assert!(before & FLIGHT < FLIGHT - 1, "too many sends in flight");
             }
         }
-        barrier::light();
+        barrier::light(light);
     }
 
     /// Ends a send in flight; `counted`: it was accepted (it counts in
@@ -129,11 +133,16 @@ impl Stripe<'_> {
 /// receivers, one of which may be waiting for this very send to leave before
 /// it reports `Closed`. The fence pairs with the close's heavy one: either the
 /// close (and the receivers it told) sees this stripe left, or this load sees
-/// `TX_CLOSED` — never neither.
+/// `TX_CLOSED` — never neither. `light`: the hub's (`Stripes::light`).
 #[inline]
-pub(crate) fn leave_and_see_close(stripe: Stripe<'_>, counted: bool, state: &HubState) -> bool {
+pub(crate) fn leave_and_see_close(
+    stripe: Stripe<'_>,
+    counted: bool,
+    state: &HubState,
+    light: barrier::Light,
+) -> bool {
     stripe.leave(counted);
-    barrier::light();
+    barrier::light(light);
     state.load().tx_closed()
 }
 
@@ -157,6 +166,8 @@ impl Stripes {
             #[cfg(any(loom, shuttle))]
             owners: std::sync::Mutex::new(Vec::new()),
             shared: AtomicU64::new(0),
+            // After `init` above.
+            light: barrier::Light::now(),
         }
     }
 
@@ -468,7 +479,7 @@ mod tests {
                 a.mine().count();
             }
             let s = b.mine();
-            s.enter();
+            s.enter(b.light);
             s.leave(true);
         }
         assert_eq!((a.sent(), b.sent()), (55, 10));
@@ -478,7 +489,7 @@ mod tests {
         assert_eq!((b.sent(), c.sent()), (10, 1));
         assert!(!b.any_in_flight());
         let s = b.mine();
-        s.enter();
+        s.enter(b.light);
         assert!(b.any_in_flight());
         s.leave(false);
         assert!(!b.any_in_flight());
@@ -505,7 +516,7 @@ mod tests {
                         if i % 2 == 0 {
                             me.count();
                         } else {
-                            me.enter();
+                            me.enter(stripes.light);
                             me.leave(true);
                         }
                     }
@@ -539,7 +550,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let me = stripes.mine();
-                me.enter();
+                me.enter(stripes.light);
                 entered.store(true, std::sync::atomic::Ordering::SeqCst);
                 // Stay in flight until the waiter has had every chance to
                 // return early (it must not).

@@ -10,7 +10,7 @@ mod take;
 use super::cell_rx::CellRx;
 use super::lock::{ShardGuard, ShardLock};
 use super::queue::CellId;
-use super::registry::Registry;
+use super::registry::{Listed, Registry};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::policy::Merge;
 use crate::conflate::common::removal::Tombstones;
@@ -267,8 +267,8 @@ impl<'a, K, V> Locked<'a, K, V> {
         hit
     }
 
-    /// A new cell for `key`, indexed. Returns its slab index.
-    fn insert(&mut self, key: K, hash32: u32) -> u32 {
+    /// A new cell for `key`, indexed. Returns its slab index and place.
+    fn insert(&mut self, key: K, hash32: u32) -> Found<'a, K, V> {
         let i = match self.d().free.pop() {
             Some(i) => i,
             None => {
@@ -277,8 +277,9 @@ impl<'a, K, V> Locked<'a, K, V> {
                 self.d().next - 1
             }
         };
+        let place = self.place(i);
         // SAFETY: lock held; `i` was unused (free or fresh).
-        unsafe { self.place(i).fill(CellData::new(key, hash32)) };
+        unsafe { place.fill(CellData::new(key, hash32)) };
         let slab = &self.shard.slab;
         self.d().index.insert_unique(table_hash(hash32), i, |&j| {
             // SAFETY: lock held; every indexed place is in use.
@@ -286,7 +287,7 @@ impl<'a, K, V> Locked<'a, K, V> {
         });
         self.d().used += 1;
         self.d().idle += 1;
-        i
+        (i, place)
     }
 
     /// Notes that cell `i`'s idleness may have changed from `was_idle`, and
@@ -394,7 +395,7 @@ impl<'a> Wakes<'a> {
     }
 
     #[inline]
-    pub(crate) fn wake(self) {
+    fn wake(self) {
         if let Some(first) = self.first {
             Self::wake_all(first, self.more);
         }
@@ -411,7 +412,9 @@ impl<'a> Wakes<'a> {
 
 /// The hub's cells.
 pub(crate) struct Cells<K, V> {
-    shards: Box<[CachePadded<Shard<K, V>>]>,
+    /// A fixed-size array: `shard_of` masks to `SHARDS`, so indexing it by a
+    /// hash needs no bounds check.
+    shards: Box<[CachePadded<Shard<K, V>>; SHARDS]>,
     /// `retain_latest`: cells stay (and keep their value) while in the table.
     retain: bool,
     /// The hub's merge: newer wins for hubs with cell receivers; a hub with its
@@ -444,7 +447,9 @@ impl<K, V> Cells<K, V> {
                         slab: Slab::new(),
                     })
                 })
-                .collect(),
+                .collect::<Box<[_]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("SHARDS shards")),
             retain,
             merge,
             tombstones,

@@ -18,113 +18,146 @@ fn help(rx: &CellRx, epoch: u8, clock: &AtomicU64) {
     }
 }
 
+/// Keeps `value` (if any) for receiver `rx`, whose entry at cell `i` belongs
+/// to a cut that has not taken it yet: its sends end at `seq`.
+#[inline]
+fn deposit<K, V>(
+    sh: &mut Locked<'_, K, V>,
+    cell: &mut CellData<K, V>,
+    i: u32,
+    rx: u32,
+    value: Option<V>,
+    seq: u64,
+) {
+    if let Some(value) = value {
+        sh.d().deposits.push(Deposit {
+            cell: i,
+            rx,
+            value,
+            seq_end: seq,
+        });
+        cell.set_deposits(true);
+    }
+}
+
+/// Makes the key pending at `rx` in the epoch its push lands in: an entry
+/// (cell `name`, sends counted from `seq`), the helping, the mark, and the
+/// wake-up if its consumer asked for one.
+#[inline]
+fn pend<'a, K, V>(
+    cell: &mut CellData<K, V>,
+    name: CellId,
+    seq: u64,
+    rx: &'a CellRx,
+    clock: &AtomicU64,
+    wakes: &mut Wakes<'a>,
+) {
+    let pushed = rx.queue.push(name, seq);
+    help(rx, pushed.epoch, clock);
+    cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
+    if pushed.wake {
+        wakes.push(rx);
+    }
+}
+
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// Folds one send into its key's cell and makes the key pending at every
-    /// cell receiver of `rxs` (a send in flight's view). Runs no user code but
-    /// `K::eq`, `K::clone` (a new cell), `V::clone` (deposits) and, in a hub
-    /// with its own merge, the merge; a panic in any of them leaves the shard
+    /// cell receiver of `rxs` (a send in flight's view), then wakes the
+    /// consumers that asked for it. Runs no user code but `K::eq`,
+    /// `K::clone` (a new cell), `V::clone` (deposits) and, in a hub with its
+    /// own merge, the merge; a panic in any of them leaves the shard
     /// consistent and reaches the caller.
     ///
     /// # Safety
-    /// The caller is a send in flight until it is done with the returned
-    /// wakes (they name receivers of the registry's cell list).
+    /// The caller is a send in flight until this returns (the wakes name
+    /// receivers of the registry's cell list).
     ///
     /// `tombstone`: `value` removes the key (the caller ran the hub's test
     /// before anything was locked): the table forgets the key, and the value
     /// still reaches every cell receiver as any send does.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) unsafe fn send<'a>(
+    pub(crate) unsafe fn send(
         &self,
         hash: u64,
         key: &K,
         value: V,
         tombstone: bool,
-        registry: &'a Registry<K, V>,
+        registry: &Registry<K, V>,
         clock: &AtomicU64,
-    ) -> Option<Wakes<'a>> {
-        let shard_index = shard_of(hash);
-        let shard = &self.shards[shard_index];
+    ) {
+        // `shard_of` masks to `SHARDS`: the fixed-size array needs no
+        // bounds check.
+        let shard = &self.shards[shard_of(hash)];
         let hash32 = hash as u32;
-        // The clock and the key's cell, under the lock (`Locked::look`).
-        let (sh, now, found) = match (&self.merge, shard.lock.spin()) {
-            // Newer wins (the shards spin: `Cells::new`). The spin guard is
-            // kept apart from `Locked` until the fast path is ruled out, so
-            // that path unlocks with its one store and no guard dispatch.
-            (Merge::NewerWins, Some(spin)) => {
-                let guard = spin.lock();
-                // The guard above holds the lock for this `Locked`.
-                let sh = shard.locked(ShardGuard::None);
-                let (now, found) = sh.look(clock, hash32, key);
-                if let Some((_, place)) = found {
-                    // SAFETY: the shard lock is held and the place is in use
-                    // (indexed).
-                    let cell = unsafe { place.cell() };
-                    if cell.stamp == now && cell.value().is_some() && !tombstone {
-                        // Every cell receiver has the key pending in its
-                        // current epoch: one write, whatever their number. (A
-                        // tombstone takes the slow path: it changes the table.)
-                        let old = cell.replace_value(value);
-                        // Relaxed: written under the lock; read by stats (see
-                        // `seq`).
-                        let seq = place.seq.load(Ordering::Relaxed);
-                        place.seq.store(seq + 1, Ordering::Relaxed);
-                        // `sh` owns nothing here (its guard is `None`):
-                        // forgetting it skips an out-of-line drop call.
-                        std::mem::forget(sh);
-                        drop(guard);
-                        drop(old);
-                        return None;
-                    }
-                }
-                (sh.with_guard(ShardGuard::Spin(guard)), now, found)
-            }
-            _ => {
-                let sh = shard.lock();
-                let (now, found) = sh.look(clock, hash32, key);
-                (sh, now, found)
-            }
+        // A shard spins exactly when the hub's merge is newer-wins
+        // (`Cells::new`), so the lock's kind alone picks the path.
+        let Some(spin) = shard.lock.spin() else {
+            // A hub with its own merge: the cells are the table only.
+            let sh = shard.lock();
+            // The clock and the key's cell, under the lock (`Locked::look`).
+            let (now, found) = sh.look(clock, hash32, key);
+            // SAFETY: the caller's contract, passed on.
+            return unsafe {
+                self.send_slow(sh, found, hash, key, value, tombstone, registry, clock, now)
+            };
         };
-        let found = found.map(|(i, _)| i);
+        // Newer wins. The spin guard is kept apart from `Locked` until the
+        // fast path is ruled out, so that path unlocks with its one store and
+        // no guard dispatch.
+        let guard = spin.lock();
+        // The guard above holds the lock for this `Locked`.
+        let sh = shard.locked(ShardGuard::None);
+        // The clock and the key's cell, under the lock (`Locked::look`).
+        let (now, found) = sh.look(clock, hash32, key);
+        if let Some((_, place)) = found {
+            // SAFETY: the shard lock is held and the place is in use
+            // (indexed).
+            let cell = unsafe { place.cell() };
+            if cell.stamp == now && cell.value().is_some() && !tombstone {
+                // Every cell receiver has the key pending in its current
+                // epoch: one write, whatever their number. (A tombstone takes
+                // the slow path: it changes the table.)
+                let old = cell.replace_value(value);
+                // Relaxed: written under the lock; read by stats (see `seq`).
+                let seq = place.seq.load(Ordering::Relaxed);
+                place.seq.store(seq + 1, Ordering::Relaxed);
+                // `sh` owns nothing here (its guard is `None`): forgetting it
+                // skips an out-of-line drop call.
+                std::mem::forget(sh);
+                drop(guard);
+                drop(old);
+                return;
+            }
+        }
+        let sh = sh.with_guard(ShardGuard::Spin(guard));
         // SAFETY: the caller's contract, passed on.
-        Some(unsafe {
-            self.send_slow(
-                sh,
-                found,
-                shard_index,
-                hash32,
-                key,
-                value,
-                tombstone,
-                registry,
-                clock,
-                now,
-            )
-        })
+        unsafe { self.send_slow(sh, found, hash, key, value, tombstone, registry, clock, now) }
     }
 
     /// The rest of [`Cells::send`]: a new key, a hub with its own merge, or a
-    /// cell that needs its receivers visited.
+    /// cell that needs its receivers visited. `found`: the key's cell as the
+    /// probe under this lock found it.
     ///
     /// # Safety
     /// As [`Cells::send`].
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    unsafe fn send_slow<'a>(
+    unsafe fn send_slow(
         &self,
         mut sh: Locked<'_, K, V>,
-        found: Option<u32>,
-        shard_index: usize,
-        hash32: u32,
+        found: Option<Found<'_, K, V>>,
+        hash: u64,
         key: &K,
         value: V,
         tombstone: bool,
-        registry: &'a Registry<K, V>,
+        registry: &Registry<K, V>,
         clock: &AtomicU64,
         now: u64,
-    ) -> Wakes<'a> {
-        let i = match found {
-            Some(i) => i,
+    ) {
+        let hash32 = hash as u32;
+        let (i, place) = match found {
+            Some(found) => found,
             // The one copy of the key is made before anything changes.
             None => {
                 let key = key.clone();
@@ -135,7 +168,6 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             // A hub with its own merge: the cells are the table only.
             return self.merge_into_table(sh, i, value, tombstone);
         }
-        let place = sh.place(i);
         let seq = place.seq.load(Ordering::Relaxed);
         // SAFETY: the shard lock is held and place `i` is in use; no other
         // reference to this cell is made while this one lives.
@@ -148,67 +180,38 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // send").
         // SAFETY: the caller is in flight (this function's contract).
         let rxs = unsafe { registry.cells() };
-        // First pass, changing nothing: how many receivers need a deposit
-        // (their entry belongs to a cut that has not taken it yet).
-        let mut deposit_for = 0usize;
-        for rx in rxs.iter() {
+        let cell_name = cell_id(shard_of(hash), i);
+        let mut wakes = Wakes::none();
+        let old = if let Some(rx) = rxs.single() {
+            // One cell receiver: one pass, and no clone (its one deposit,
+            // if it needs one, takes the old value by move).
             let mark = cell.mark(rx.id);
+            let mut needs_entry = true;
             if mark & PENDING != 0 {
                 let epoch = rx.queue.tail().epoch();
                 help(rx, epoch, clock);
-                if mark_epoch(mark) != epoch {
-                    deposit_for += 1;
-                }
-            }
-        }
-        // The clones those deposits need, before anything changes (user
-        // code). No value only after a hard close dropped it: then no cut
-        // will deliver anything, and no deposit is needed.
-        let mut copies: Vec<V> = Vec::new();
-        if deposit_for > 1 {
-            if let Some(v) = cell.value() {
-                for _ in 1..deposit_for {
-                    copies.push(v.clone());
-                }
-            }
-        }
-        let mut old = cell.take_value();
-        let cell_name = cell_id(shard_index, i);
-        let mut wakes = Wakes::none();
-        for rx in rxs.iter() {
-            let mark = cell.mark(rx.id);
-            if mark & PENDING != 0 {
-                let epoch = rx.queue.tail().epoch();
                 if mark_epoch(mark) == epoch {
-                    continue;
-                }
-                // Keep the value the cut needs for it. (A cut that started
-                // since the first pass needs one more than prepared: cloned
-                // from the last deposit here, the one clone that can run
-                // after a change; a panic in it loses that receiver's value
-                // of the key, as a panicking merge would.)
-                let value = match copies.pop().or_else(|| old.take()) {
-                    Some(v) => Some(v),
-                    None => sh.d().deposits.last().map(|d| d.value.clone()),
-                };
-                if let Some(value) = value {
-                    sh.d().deposits.push(Deposit {
-                        cell: i,
-                        rx: rx.id,
-                        value,
-                        seq_end: seq,
-                    });
-                    cell.set_deposits(true);
+                    // Pending in its current epoch: nothing to add.
+                    needs_entry = false;
+                } else {
+                    // Its entry belongs to a cut that has not taken it yet:
+                    // keep the value that cut needs. (No value only after a
+                    // hard close dropped it: no cut delivers anything then.)
+                    let value = cell.take_value();
+                    deposit(&mut sh, cell, i, rx.id, value, seq);
                 }
             }
-            let pushed = rx.queue.push(cell_name, seq);
-            help(rx, pushed.epoch, clock);
-            cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
-            if pushed.wake {
-                wakes.push(rx);
+            if needs_entry {
+                pend(cell, cell_name, seq, rx, clock, &mut wakes);
             }
-        }
-        cell.replace_value(value);
+            cell.replace_value(value)
+        } else {
+            let old = self.pend_all(&mut sh, cell, i, cell_name, seq, &rxs, clock, &mut wakes);
+            // `pend_all` took the value out: nothing is replaced.
+            let none = cell.replace_value(value);
+            debug_assert!(none.is_none());
+            old
+        };
         if entering {
             cell.set_retained(true);
         } else if tombstone {
@@ -236,7 +239,72 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         drop(old);
         drop(gone);
         drop(freed);
-        wakes
+        wakes.wake();
+    }
+
+    /// The slow path's visit of every cell receiver of `rxs` (more than one,
+    /// or holes): deposits for the cuts that have not taken their entry,
+    /// then an entry for every receiver the key is not pending at in its
+    /// current epoch. Takes the cell's value out; returns it if no deposit
+    /// took it (to drop outside the lock).
+    #[allow(clippy::too_many_arguments)]
+    fn pend_all<'a>(
+        &self,
+        sh: &mut Locked<'_, K, V>,
+        cell: &mut CellData<K, V>,
+        i: u32,
+        cell_name: CellId,
+        seq: u64,
+        rxs: &Listed<'a, CellRx>,
+        clock: &AtomicU64,
+        wakes: &mut Wakes<'a>,
+    ) -> Option<V> {
+        // First pass, changing nothing: how many receivers need a deposit
+        // (their entry belongs to a cut that has not taken it yet).
+        let mut deposit_for = 0usize;
+        for rx in rxs.iter() {
+            let mark = cell.mark(rx.id);
+            if mark & PENDING != 0 {
+                let epoch = rx.queue.tail().epoch();
+                help(rx, epoch, clock);
+                if mark_epoch(mark) != epoch {
+                    deposit_for += 1;
+                }
+            }
+        }
+        // The clones those deposits need, before anything changes (user
+        // code). No value only after a hard close dropped it: then no cut
+        // will deliver anything, and no deposit is needed.
+        let mut copies: Vec<V> = Vec::new();
+        if deposit_for > 1 {
+            if let Some(v) = cell.value() {
+                for _ in 1..deposit_for {
+                    copies.push(v.clone());
+                }
+            }
+        }
+        let mut old = cell.take_value();
+        for rx in rxs.iter() {
+            let mark = cell.mark(rx.id);
+            if mark & PENDING != 0 {
+                let epoch = rx.queue.tail().epoch();
+                if mark_epoch(mark) == epoch {
+                    continue;
+                }
+                // Keep the value the cut needs for it. (A cut that started
+                // since the first pass needs one more than prepared: cloned
+                // from the last deposit here, the one clone that can run
+                // after a change; a panic in it loses that receiver's value
+                // of the key, as a panicking merge would.)
+                let value = match copies.pop().or_else(|| old.take()) {
+                    Some(v) => Some(v),
+                    None => sh.d().deposits.last().map(|d| d.value.clone()),
+                };
+                deposit(sh, cell, i, rx.id, value, seq);
+            }
+            pend(cell, cell_name, seq, rx, clock, wakes);
+        }
+        old
     }
 
     /// Gives cell `i` a first-touch number (it just entered the table).
@@ -255,13 +323,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// A send in a hub with its own merge: the table's fold (`None` removes
     /// the key; a panicking merge removes it too and the panic continues). A
     /// tombstone removes the key, and so does a merge whose result is one.
-    fn merge_into_table(
-        &self,
-        mut sh: Locked<'_, K, V>,
-        i: u32,
-        value: V,
-        tombstone: bool,
-    ) -> Wakes<'static> {
+    fn merge_into_table(&self, mut sh: Locked<'_, K, V>, i: u32, value: V, tombstone: bool) {
         let seq_word = &sh.place(i).seq;
         seq_word.store(seq_word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let cell = sh.cell(i);
@@ -317,6 +379,5 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         if let Err(payload) = outcome {
             panic::resume_unwind(payload);
         }
-        Wakes::none()
     }
 }

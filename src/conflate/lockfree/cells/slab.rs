@@ -7,8 +7,11 @@ use std::ptr;
 
 /// Cells in the first chunk; chunk `k` holds `FIRST << k`.
 const FIRST: usize = 32;
-/// Chunks: enough for `FIRST * (2^CHUNKS - 1)` cells, past `MAX_CELLS`.
-const CHUNKS: usize = 23;
+/// Chunks: one per chunk a `u32` index can name (`locate` gives at most 27
+/// for `u32::MAX`), so that indexing by it needs no bounds check; the 23
+/// first hold `FIRST * (2^23 - 1)` cells, past `MAX_CELLS`, and the others
+/// stay null.
+const CHUNKS: usize = 28;
 /// The most cells one shard holds (a slab index fits the bits `CellId` gives it).
 pub(crate) const MAX_CELLS: u32 = 1 << 27;
 
@@ -292,13 +295,17 @@ fn locate(i: u32) -> (usize, usize) {
 
 /// The places of one shard, at stable addresses.
 pub(crate) struct Slab<K, V> {
-    chunks: [AtomicPtr<Place<K, V>>; CHUNKS],
+    /// Per chunk `k`: null until it is allocated, then its *base*, the
+    /// chunk's address less `FIRST << k` places (a wrapping offset, never
+    /// dereferenced itself). Place `i` of chunk `k` is then the base plus
+    /// `i + FIRST`, without subtracting where the chunk starts (`place`).
+    bases: [AtomicPtr<Place<K, V>>; CHUNKS],
 }
 
 impl<K, V> Slab<K, V> {
     pub(crate) fn new() -> Self {
         Slab {
-            chunks: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            bases: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
         }
     }
 
@@ -307,38 +314,49 @@ impl<K, V> Slab<K, V> {
     pub(crate) fn ensure(&self, i: u32) {
         assert!(i < MAX_CELLS, "keybus: too many keys in one shard of a hub");
         let (k, _) = locate(i);
-        if self.chunks[k].load(Ordering::Relaxed).is_null() {
+        if self.bases[k].load(Ordering::Relaxed).is_null() {
             let chunk: Box<[Place<K, V>]> = (0..FIRST << k).map(|_| Place::new()).collect();
-            // Release: a lock-free reader that loads the pointer (Acquire)
-            // sees the initialized places.
-            self.chunks[k].store(
-                Box::into_raw(chunk).cast::<Place<K, V>>(),
-                Ordering::Release,
-            );
+            let base = Box::into_raw(chunk)
+                .cast::<Place<K, V>>()
+                .wrapping_sub(FIRST << k);
+            // Null means "not allocated": a chunk this low in memory cannot
+            // have a base (never happens: it would sit in the first pages).
+            assert!(!base.is_null(), "keybus: a chunk at an impossible address");
+            // Release: a lock-free reader that loads the base (Acquire) sees
+            // the initialized places.
+            self.bases[k].store(base, Ordering::Release);
         }
     }
 
     /// Place `i`, which [`Slab::ensure`] made.
     #[inline]
     pub(crate) fn place(&self, i: u32) -> &Place<K, V> {
-        let (k, off) = locate(i);
+        // As `locate`, without the offset: the base has it subtracted.
+        let shifted = i as usize + FIRST;
+        // At most 27 for a `u32` index (see `CHUNKS`): no bounds check.
+        let k = shifted.ilog2() as usize - FIRST.trailing_zeros() as usize;
         // Acquire: pairs with the Release in `ensure`.
-        let chunk = self.chunks[k].load(Ordering::Acquire);
-        assert!(!chunk.is_null(), "a place is made before it is named");
-        // SAFETY: chunk `k` holds `FIRST << k` places and `off` is below that
-        // (`locate`); chunks are freed only by `drop(&mut self)`.
-        unsafe { &*chunk.add(off) }
+        let base = self.bases[k].load(Ordering::Acquire);
+        assert!(!base.is_null(), "a place is made before it is named");
+        // SAFETY: chunk `k` is allocated (its base is not null), holds
+        // `FIRST << k` places from `base + (FIRST << k)`, and `shifted` is
+        // below `FIRST << (k + 1)` (`k` is its top bit less log2(FIRST)), so
+        // `base + shifted` is one of them; chunks are freed only by
+        // `drop(&mut self)`.
+        unsafe { &*base.wrapping_add(shifted) }
     }
 }
 
 impl<K, V> Drop for Slab<K, V> {
     fn drop(&mut self) {
-        for (k, chunk) in self.chunks.iter().enumerate() {
-            let p = chunk.load(Ordering::Relaxed);
-            if !p.is_null() {
-                // SAFETY: made by `Box::into_raw` of a slice of `FIRST << k`
-                // places in `ensure`; the cells in use were dropped by the
-                // owner first (a `Place` does not drop its cell).
+        for (k, base) in self.bases.iter().enumerate() {
+            let base = base.load(Ordering::Relaxed);
+            if !base.is_null() {
+                let p = base.wrapping_add(FIRST << k);
+                // SAFETY: `p` is the chunk `Box::into_raw` made of a slice of
+                // `FIRST << k` places in `ensure` (its base, offset back); the
+                // cells in use were dropped by the owner first (a `Place`
+                // does not drop its cell).
                 drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, FIRST << k)) });
             }
         }
