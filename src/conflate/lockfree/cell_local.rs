@@ -109,6 +109,7 @@ impl CellRx {
 
 impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
     /// Takes the oldest pending key.
+    #[inline]
     pub(crate) fn pop(&mut self, rx: &CellRx, cells: &Cells<K, V>) -> Option<Event<K, V>> {
         if self.let_go {
             return None;

@@ -117,6 +117,7 @@ where
     K: Eq + Clone,
     V: Clone,
 {
+    #[inline(always)]
     fn pop(&mut self, shared: &Shared<K, V>) -> Option<Event<K, V>> {
         match self {
             Kind::Own(core, local) => core.pop(local),
@@ -180,6 +181,7 @@ where
     K: Hash + Eq + Clone,
     V: Clone,
 {
+    #[inline(always)]
     fn pop(&mut self) -> Option<Event<K, V>> {
         let Some(seen) = self.seen.as_mut() else {
             return self.kind.pop(self.shared);

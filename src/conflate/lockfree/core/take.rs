@@ -72,7 +72,9 @@ impl<K, V> RxCore<K, V> {
         found.map(event)
     }
 
-    /// Pops the oldest pending key (consumer only).
+    /// Pops the oldest pending key (consumer only). Out of line: a cell
+    /// receiver's pop, beside it in `Kind::pop`, stays lean.
+    #[inline(never)]
     pub(crate) fn pop(&self, local: &mut Local) -> Option<Event<K, V>> {
         loop {
             let ticket = match local.private.pop_front() {
