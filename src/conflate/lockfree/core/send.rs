@@ -115,14 +115,16 @@ where
         if self.flags.is_closed() {
             return;
         }
-        // Acquire pairs with the Release in `cut_into`. The argument that a cut is one
-        // instant needs only that this load happens under the shard lock: see `cut_into`.
-        let epoch = self.epoch.load(Ordering::Acquire) as u32;
         // `find` never reserves room for an insert (which could grow a full
         // table), so coalescing never allocates.
         let Some((index, entry)) = keys.find(hash, key) else {
-            return self.deliver_new(keys, shard, hash, key, value, None);
+            return self.deliver_new(keys, hash, key, value, None);
         };
+        // Acquire pairs with the Release in `cut_into`. The argument that a cut is one
+        // instant needs only that this load happens under the shard lock: see `cut_into`.
+        // (After the probe, which then has one register more; a new entry's
+        // epoch is the queue's, read under the queue lock in `enqueue`.)
+        let epoch = self.epoch.load(Ordering::Acquire) as u32;
         match &self.merge {
             Merge::NewerWins if entry.epoch == epoch => {
                 // The default merge, in place. No user code, nothing to repair
@@ -157,7 +159,7 @@ where
             }
             // The entry's value belongs to a cut that has not drained it yet:
             // leave it to the cut and start afresh at the back.
-            _ => self.deliver_new(keys, shard, hash, key, value, Some(index)),
+            _ => self.deliver_new(keys, hash, key, value, Some(index)),
         }
     }
 
@@ -169,12 +171,13 @@ where
     fn deliver_new(
         &self,
         mut keys: ShardMutexGuard<'_, Keys<K, V>>,
-        shard: usize,
         hash: u64,
         key: &K,
         value: V,
         detach: Option<u32>,
     ) {
+        // Recomputed, not passed: one value fewer live across `deliver`'s probe.
+        let shard = shard_index(hash);
         let cell = &self.shards[shard];
         let outcome = self.start_pending(cell, &mut keys, shard, hash, key, value, detach);
         drop(keys);
