@@ -30,18 +30,21 @@ impl CloseFlags {
 
     /// Acquire pairs with the Release in `close`: whoever sees the flag also
     /// sees the hub-side state that led to it.
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// [`CloseFlags::is_closed`] for a caller that only skips work on it, and
     /// checks again (Acquire) before anything a stale `false` would break.
+    #[inline]
     pub(crate) fn is_closed_relaxed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
     }
 
     /// Whether the send side closed. Acquire pairs with the Release in
     /// `mark_tx_closed`.
+    #[inline]
     pub(crate) fn tx_closed(&self) -> bool {
         self.tx_closed.load(Ordering::Acquire)
     }

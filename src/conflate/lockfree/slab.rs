@@ -135,13 +135,6 @@ impl<K, V> Slab<K, V> {
         }
     }
 
-    pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut Pending<K, V>> {
-        match self.places.get_mut(index as usize) {
-            Some(Place::Full(e)) => Some(e),
-            _ => None,
-        }
-    }
-
     /// The entry at an index the table holds.
     fn indexed(&self, index: u32) -> &Pending<K, V> {
         self.get(index).expect("the table names full places")
@@ -155,18 +148,12 @@ impl<K, V> Slab<K, V> {
     }
 
     /// Takes the entry at `index` out but keeps the place reserved (off the
-    /// free list, still counted): the caller either [`Slab::restore`]s an entry
-    /// there or [`Slab::release`]s the place.
+    /// free list, still counted) until the caller [`Slab::release`]s it.
     pub(crate) fn vacate(&mut self, index: u32) -> Pending<K, V> {
         match mem::replace(&mut self.places[index as usize], Place::Free(NIL)) {
             Place::Full(entry) => entry,
             Place::Free(_) => unreachable!("vacating a free place"),
         }
-    }
-
-    /// Puts an entry back into a place [`Slab::vacate`] reserved.
-    pub(crate) fn restore(&mut self, index: u32, entry: Pending<K, V>) {
-        self.places[index as usize] = Place::Full(entry);
     }
 
     /// Frees a place [`Slab::vacate`] reserved. Once the slab holds no entry,

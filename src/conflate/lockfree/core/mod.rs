@@ -7,7 +7,7 @@ mod send;
 mod take;
 
 use super::close_flags::{CloseFlags, Closing};
-use super::lock::ShardMutex;
+use super::lock::{ShardMutex, ShardMutexGuard};
 use super::slab::{pack, unpack, Keys, Pending, Slab, SHARDS};
 use super::tickets::{Ticket, TicketList};
 use crate::conflate::common::counters::{bump, Consumed};
@@ -17,9 +17,11 @@ use crate::conflate::common::removal::Correction;
 use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::{AtomicU64, AtomicUsize, Notify, Ordering};
 use crossbeam_utils::CachePadded;
+use std::any::Any;
 use std::mem;
 use std::num::NonZeroU32;
 use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
 
 /// A cut claims the tickets of a shard that it could not take over whole in
 /// chunks of this many per lock acquisition: a publisher waits for at most one
@@ -47,9 +49,6 @@ enum Delivered<K, V> {
     /// A full bounded receiver refused the send: the copy of the key made for it
     /// and the value, dropped outside the lock.
     Refused(K, V),
-    /// The merge annihilated the key's pending value: the entry's key, dropped
-    /// outside the lock.
-    Annihilated(K),
 }
 
 impl<K, V> Delivered<K, V> {
@@ -175,7 +174,9 @@ pub(crate) struct RxCore<K, V> {
     merge: Merge<V>,
     /// `max_pending`, if bounded.
     max_pending: Option<u64>,
-    shards: Box<[Shard<K, V>]>,
+    /// An array, not a slice: `shard_index` is below `SHARDS`, so indexing
+    /// it needs no bounds check.
+    shards: Box<[Shard<K, V>; SHARDS]>,
     rare: Rare,
     queue: CachePadded<QueueCell>,
     /// The cut epoch (a `u32`, see `Queue::epoch`). Read by every send; written
@@ -212,7 +213,7 @@ impl<K, V> RxCore<K, V> {
             filter,
             merge,
             max_pending: max_pending.map(|n| n as u64),
-            shards: (0..SHARDS).map(|_| Shard::new(park)).collect(),
+            shards: Box::new(std::array::from_fn(|_| Shard::new(park))),
             rare: Rare {
                 annihilated: AtomicU64::new(0),
                 overflowed: AtomicU64::new(0),

@@ -97,8 +97,12 @@ where
     /// merge drops the key's pending value here (conflate rule 9,
     /// docs/design.md).
     ///
-    /// Two steps under the shard lock: [`Self::coalesce`] when the key has an
-    /// entry, [`Self::start_pending`] when it has none.
+    /// Inline here, the two cases of a send that coalesces into an entry of
+    /// the current epoch: the default merge (an assignment) and the
+    /// receiver's own (in place). Every other case is out of line, so this
+    /// frame keeps few values live: [`Self::deliver_new`] for a key with no
+    /// entry or an entry a cut owns, [`Self::merge_ended`] for a merge that
+    /// annihilated or panicked.
     #[inline(never)]
     pub(crate) fn deliver(&self, hash: u64, key: &K, value: V) {
         let shard = shard_index(hash);
@@ -111,26 +115,71 @@ where
         if self.flags.is_closed() {
             return;
         }
-        // Acquire pairs with the Release in `cut_into`. The argument that a cut is one
-        // instant needs only that this load happens under the shard lock: see `cut_into`.
-        let epoch = self.epoch.load(Ordering::Acquire) as u32;
         // `find` never reserves room for an insert (which could grow a full
         // table), so coalescing never allocates.
-        let outcome = match keys.find(hash, key) {
-            None => self.start_pending(cell, &mut keys, shard, hash, key, value, None),
-            Some((_, entry)) if entry.epoch == epoch && matches!(self.merge, Merge::NewerWins) => {
-                // The common case, inline: the default merge, in place. No user
-                // code, nothing to repair if it unwinds (only `V`'s own drop runs
-                // here, and an assignment re-initializes its place on unwind).
+        let Some((index, entry)) = keys.find(hash, key) else {
+            return self.deliver_new(keys, hash, key, value, None);
+        };
+        // Acquire pairs with the Release in `cut_into`. The argument that a cut is one
+        // instant needs only that this load happens under the shard lock: see `cut_into`.
+        // (After the probe, which then has one register more; a new entry's
+        // epoch is the queue's, read under the queue lock in `enqueue`.)
+        let epoch = self.epoch.load(Ordering::Acquire) as u32;
+        match &self.merge {
+            Merge::NewerWins if entry.epoch == epoch => {
+                // The default merge, in place. No user code, nothing to repair
+                // if it unwinds (only `V`'s own drop runs here, and an
+                // assignment re-initializes its place on unwind).
                 bump(&cell.received, 1);
                 entry.value = value;
                 entry.sends += 1;
-                Delivered::Done
             }
-            Some((index, _)) => {
-                self.coalesce(cell, &mut keys, shard, index, epoch, hash, key, value)
+            Merge::With(merge) if entry.epoch == epoch => {
+                bump(&cell.received, 1);
+                // The merge consumes the pending value: it is moved out of its
+                // place, which stays in slab and table (and its ticket in the
+                // queue) while the merge runs.
+                // SAFETY: `entry.value` is initialized, and from here until it
+                // is written back it is never read or dropped: the shard lock
+                // is held throughout (no other thread reaches the entry), the
+                // merge's panics are caught, a merged value is written back
+                // before anything else, and otherwise `merge_ended` takes the
+                // entry out and forgets this field before anything that could
+                // panic.
+                let prev = unsafe { ptr::read(&entry.value) };
+                match panic::catch_unwind(AssertUnwindSafe(|| merge(prev, value))) {
+                    Ok(Some(merged)) => {
+                        // SAFETY: the place `prev` was read from; writing
+                        // leaves the moved-out copy undropped.
+                        unsafe { ptr::write(&mut entry.value, merged) };
+                        entry.sends += 1;
+                    }
+                    ended => self.merge_ended(keys, index, ended.err()),
+                }
             }
-        };
+            // The entry's value belongs to a cut that has not drained it yet:
+            // leave it to the cut and start afresh at the back.
+            _ => self.deliver_new(keys, hash, key, value, Some(index)),
+        }
+    }
+
+    /// A send that starts a pending entry ([`Self::start_pending`]): for a key
+    /// with no entry in its shard, or whose entry `detach` a cut owns. Takes
+    /// the shard's guard from [`Self::deliver`], and releases it before the
+    /// wake or the drops that follow.
+    #[inline(never)]
+    fn deliver_new(
+        &self,
+        mut keys: ShardMutexGuard<'_, Keys<K, V>>,
+        hash: u64,
+        key: &K,
+        value: V,
+        detach: Option<u32>,
+    ) {
+        // Recomputed, not passed: one value fewer live across `deliver`'s probe.
+        let shard = shard_index(hash);
+        let cell = &self.shards[shard];
+        let outcome = self.start_pending(cell, &mut keys, shard, hash, key, value, detach);
         drop(keys);
         match outcome {
             Delivered::Done => {}
@@ -144,7 +193,52 @@ where
             }
             // Outside the lock: a key's or value's drop is user code.
             Delivered::Refused(key, value) => drop((key, value)),
-            Delivered::Annihilated(key) => drop(key),
+        }
+    }
+
+    /// A merge in place (in [`Self::deliver`]) that handed no value back: it
+    /// annihilated the key's pending value (`panicked` is `None`) or panicked
+    /// (its payload); either way the merge consumed that value. Takes the
+    /// entry out of slab and table and its ticket out of the queue, releases
+    /// the shard, drops the entry's key, and continues the panic if there was
+    /// one.
+    #[cold]
+    #[inline(never)]
+    fn merge_ended(
+        &self,
+        mut keys: ShardMutexGuard<'_, Keys<K, V>>,
+        index: u32,
+        panicked: Option<Box<dyn Any + Send>>,
+    ) {
+        let slab = keys
+            .slab
+            .as_deref_mut()
+            .expect("an indexed entry has a slab");
+        let Pending {
+            key,
+            value,
+            sends,
+            hash: hash32,
+            epoch,
+            seg,
+            ticket,
+        } = slab.vacate(index);
+        // The merge moved this value out (see `deliver`): these bits are a
+        // copy of what it consumed, never to be dropped.
+        mem::forget(value);
+        slab.release(index);
+        keys.unindex(hash32, index);
+        let counter = match panicked {
+            None => &self.rare.annihilated,
+            Some(_) => &self.rare.dropped,
+        };
+        counter.fetch_add(sends + 1, Ordering::Release);
+        self.retire(seg, ticket, epoch);
+        drop(keys);
+        // Outside the lock: a key's drop is user code.
+        drop(key);
+        if let Some(payload) = panicked {
+            panic::resume_unwind(payload);
         }
     }
 
@@ -216,89 +310,5 @@ where
         debug_assert_eq!(stored, index);
         keys.index(hash32, index);
         Ok(queued.first)
-    }
-
-    /// The coalesce step: a send for a key that has an entry merges into its
-    /// pending value of the current epoch, or, if the entry's value belongs to a
-    /// cut, starts a fresh entry at the back. Called with the key's shard locked;
-    /// a panicking merge unwinds from here with the shard repaired.
-    #[allow(clippy::too_many_arguments)]
-    fn coalesce(
-        &self,
-        cell: &Shard<K, V>,
-        keys: &mut Keys<K, V>,
-        shard: usize,
-        index: u32,
-        epoch: u32,
-        hash: u64,
-        key: &K,
-        value: V,
-    ) -> Delivered<K, V> {
-        let slab = keys
-            .slab
-            .as_deref_mut()
-            .expect("an indexed entry has a slab");
-        let entry = slab.get_mut(index).expect("the table names full places");
-        if entry.epoch != epoch {
-            // The entry's value belongs to a cut that has not drained it yet:
-            // leave it to the cut and start afresh at the back.
-            return self.start_pending(cell, keys, shard, hash, key, value, Some(index));
-        }
-        bump(&cell.received, 1);
-        if let Merge::NewerWins = &self.merge {
-            // The default merge, in place: no user code, nothing to repair if
-            // it unwinds (only `V`'s own drop runs here, and an assignment
-            // re-initializes its place on unwind).
-            entry.value = value;
-            entry.sends += 1;
-            return Delivered::Done;
-        }
-        // The merge consumes the pending value: vacate the place (its index stays
-        // reserved, and table and ticket still name it), and put the entry back
-        // only if the merge returns a value.
-        let Pending {
-            key: own_key,
-            value: prev,
-            sends,
-            hash: hash32,
-            epoch,
-            seg,
-            ticket,
-        } = slab.vacate(index);
-        let merge = &self.merge;
-        match panic::catch_unwind(AssertUnwindSafe(|| merge.apply(prev, value))) {
-            Ok(Some(value)) => {
-                slab.restore(
-                    index,
-                    Pending {
-                        key: own_key,
-                        value,
-                        sends: sends + 1,
-                        hash: hash32,
-                        epoch,
-                        seg,
-                        ticket,
-                    },
-                );
-                Delivered::Done
-            }
-            Ok(None) => {
-                self.rare
-                    .annihilated
-                    .fetch_add(sends + 1, Ordering::Release);
-                slab.release(index);
-                keys.unindex(hash32, index);
-                self.retire(seg, ticket, epoch);
-                Delivered::Annihilated(own_key)
-            }
-            Err(payload) => {
-                self.rare.dropped.fetch_add(sends + 1, Ordering::Release);
-                slab.release(index);
-                keys.unindex(hash32, index);
-                self.retire(seg, ticket, epoch);
-                // The caller's shard guard is released as this unwinds.
-                panic::resume_unwind(payload);
-            }
-        }
     }
 }
