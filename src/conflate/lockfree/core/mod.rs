@@ -33,8 +33,8 @@ const CLAIM_CHUNK: usize = 64;
 /// independent.
 ///
 /// Eight shards: enough that a few senders coalescing into different keys rarely
-/// meet; few enough that their array costs an idle receiver 512 B (the whole idle
-/// receiver stays under 1 KiB).
+/// meet; few enough that their array costs an idle receiver 1 KiB (see
+/// [`Shard`]).
 pub(crate) fn shard_index(hash: u64) -> usize {
     (hash >> 40) as usize % SHARDS
 }
@@ -81,11 +81,13 @@ struct Queued {
 /// the others, so what it subtracts never exceeds what it subtracts from.
 ///
 /// `repr(C)`, lock first and `received` next: the one counter every send writes
-/// shares the cache line the lock already brought in. Aligned to one 64-byte
-/// line, not crossbeam's 128 (a pair of lines, against the adjacent-line
-/// prefetcher): lock (8 B), table header (32 B), slab pointer (8 B) and the two
-/// counters fit one line, and 8 shards then take 512 B per receiver. The rare
-/// counters live in [`Rare`], once per receiver.
+/// shares the cache line the lock already brought in. Aligned to 64-byte
+/// lines, not crossbeam's 128 (a pair of lines, against the adjacent-line
+/// prefetcher). The fields take 72 B (the lock 12 and 4 of padding, table header
+/// 32, slab pointer 8, the two counters 16), so a shard takes two lines (128
+/// B) and 8 shards 1 KiB per receiver; a lock of one word would bring it to
+/// one line (not done). The rare counters live in [`Rare`], once per
+/// receiver.
 #[repr(C, align(64))]
 struct Shard<K, V> {
     lock: ShardMutex<Keys<K, V>>,
