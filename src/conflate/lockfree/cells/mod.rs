@@ -169,7 +169,8 @@ impl<K, V> Shard<K, V> {
         self.locked(self.lock.lock())
     }
 
-    /// `Locked` for a shard whose lock `guard` holds.
+    /// `Locked` for a shard whose lock `guard` holds (`ShardGuard::None`: the
+    /// caller holds it some other way, for at least the life of `Locked`).
     #[inline]
     fn locked<'a>(&'a self, guard: ShardGuard<'a>) -> Locked<'a, K, V> {
         Locked {

@@ -30,12 +30,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let event = match Self::take_marked(shard, place, i, start, rx.id, epoch, &mut freed) {
             Some(event) => event,
             None => {
-                let mut sh = Locked {
-                    shard,
-                    // SAFETY: `guard` holds the shard's lock.
-                    data: shard.data.with_mut(|p| p),
-                    _guard: ShardGuard::None,
-                };
+                // `guard` holds the shard's lock for this `Locked`.
+                let mut sh = shard.locked(ShardGuard::None);
                 let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
                 freed.extend(f);
                 event
@@ -92,12 +88,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             if d.idle < d.idle_cap() {
                 d.idle += 1;
             } else {
-                let mut sh = Locked {
-                    shard,
-                    // SAFETY: as above.
-                    data: shard.data.with_mut(|p| p),
-                    _guard: ShardGuard::None,
-                };
+                // The caller holds the shard's lock for this `Locked`.
+                let mut sh = shard.locked(ShardGuard::None);
                 freed.push(sh.free(i));
             }
         }
@@ -204,12 +196,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                     continue;
                 }
                 // A deposit, or a stale entry.
-                let mut sh = Locked {
-                    shard,
-                    // SAFETY: `held` holds the shard's lock.
-                    data: shard.data.with_mut(|p| p),
-                    _guard: ShardGuard::None,
-                };
+                // `held` holds the shard's lock for this `Locked`.
+                let mut sh = shard.locked(ShardGuard::None);
                 let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
                 batch.extend(event);
                 freed.extend(f);
