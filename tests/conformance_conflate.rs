@@ -71,6 +71,7 @@ keybus_test_support::tests_for! {
         rule9_key_filter_panic_changes_nothing_at_that_receiver,
         rule9_merge_panic_drops_that_receivers_slot,
         rule9_race_panicking_merge_while_other_sends_continue,
+        rule9_key_clone_panic_in_a_receive_keeps_the_books,
         // state_table.rs
         rule11_table_keeps_the_hub_merge_of_every_send_in_first_touch_order,
         rule11_default_merge_is_newer_wins_in_the_table,

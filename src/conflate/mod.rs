@@ -201,7 +201,12 @@
 //! - a panicking **merge** drops that receiver's pending value for the key (both
 //!   inputs were moved into the merge): the key is no longer pending there;
 //! - a panicking hub merge (the state table's fold, in a hub built with one)
-//!   removes its key from the table, and the send reaches no receiver.
+//!   removes its key from the table, and the send reaches no receiver;
+//! - a `K: Clone` or `V: Clone` that panics inside a receive (a plain
+//!   receiver clones the key and, while other receivers still have the key
+//!   pending, the value out of the hub's shared cell): a pop drops that key,
+//!   a `try_recv_all` drops its whole batch, and the stats count them in
+//!   `dropped`; the rest stays pending.
 //!
 //! # Thread safety
 //!

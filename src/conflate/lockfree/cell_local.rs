@@ -10,6 +10,7 @@ use super::queue::{CellId, Head};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::{lock, AtomicU64, Ordering};
+use std::panic::{self, AssertUnwindSafe};
 
 /// The consumer's side of a cell receiver (owned by its `Receiver`).
 pub(crate) struct CellLocal<K, V> {
@@ -116,7 +117,19 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         }
         loop {
             let (cell, start) = rx.queue.pop(&mut self.head, rx.queue.tail())?;
-            if let Some(event) = cells.take(cell, start, rx, self.epoch) {
+            let epoch = self.epoch;
+            let taken = match panic::catch_unwind(AssertUnwindSafe(|| {
+                cells.take(cell, start, rx, epoch)
+            })) {
+                Ok(taken) => taken,
+                Err(payload) => {
+                    // A `K::clone` or `V::clone` panicked: the entry is as it
+                    // was; it is dropped and counted so, the panic continues.
+                    rx.consumed.dropped(cells.forget(cell, start, rx.id));
+                    panic::resume_unwind(payload);
+                }
+            };
+            if let Some(event) = taken {
                 rx.consumed.took(1, event.sends);
                 return Some(event);
             }
@@ -172,7 +185,23 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         entries.clear();
         rx.queue.drain_into(&mut self.head, before, &mut entries);
         let start = out.len();
-        cells.take_batch_into(&entries, rx, epoch, out);
+        let mut done = 0;
+        let taken = panic::catch_unwind(AssertUnwindSafe(|| {
+            cells.take_batch_into(&entries, rx, epoch, out, &mut done)
+        }));
+        if let Err(payload) = taken {
+            // A `K::clone` or `V::clone` panicked: the whole batch is dropped
+            // and counted so (the events taken, and the entries from the
+            // panicking one on, which are as they were), the panic continues.
+            let mut sends: u64 = out[start..].iter().map(|e| e.sends).sum();
+            for &(cell, from) in &entries[done..] {
+                sends += cells.forget(cell, from, rx.id);
+            }
+            rx.consumed.dropped(sends);
+            self.entries = entries;
+            out.truncate(start);
+            panic::resume_unwind(payload);
+        }
         self.entries = entries;
         let sends: u64 = out[start..].iter().map(|e| e.sends).sum();
         if rx.is_closed() {

@@ -70,14 +70,16 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             return None;
         }
         let seq = place.seq.load(Ordering::Relaxed);
+        // The user code (`K::clone`, `V::clone`) first: if it panics, this
+        // entry is as it was, and the caller accounts for it.
         let key = cell.key.clone();
+        let last = cell.pending() == 1 && !cell.retained();
+        let copy = if last { None } else { cell.value().cloned() };
         cell.set_mark(id, 0);
         cell.stamp = STALE;
-        let value = if cell.pending() == 0 && !cell.retained() {
-            cell.take_value()
-        } else {
-            cell.value().cloned()
-        };
+        // No receiver has it pending now and the table does not keep it:
+        // the value moves out.
+        let value = if last { cell.take_value() } else { copy };
         if cell.idle() {
             // Pending nowhere now (it was pending here, so not idle before):
             // `settle_as(i, false, true)`, written out so that the common
@@ -111,8 +113,15 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     ) -> Taken<K, V> {
         let cell = sh.cell(i);
         if cell.has_deposits() {
-            let deps = &mut sh.d().deposits;
-            if let Some(at) = deps.iter().position(|d| d.cell == i && d.rx == id) {
+            if let Some(at) = sh
+                .d()
+                .deposits
+                .iter()
+                .position(|d| d.cell == i && d.rx == id)
+            {
+                // The user code first (see `take_marked`).
+                let key = sh.cell(i).key.clone();
+                let deps = &mut sh.d().deposits;
                 let d = deps.swap_remove(at);
                 let more = deps.iter().any(|d| d.cell == i);
                 let cell = sh.cell(i);
@@ -120,7 +129,6 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 if !more {
                     cell.set_deposits(false);
                 }
-                let key = cell.key.clone();
                 let freed = sh.settle(i, was_idle);
                 return (Some(Event::new(key, d.value, d.seq_end - start)), freed);
             }
@@ -157,13 +165,16 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// per window, and reads its entries and writes its batch in order.
     ///
     /// The events are appended to `batch` (no allocation once it has room for
-    /// one per entry).
+    /// one per entry). `done` counts the entries taken so far: if a clone
+    /// unwinds, the entries from `done` on are as they were (the caller
+    /// accounts for them, see `CellLocal::cut_into`).
     pub(crate) fn take_batch_into(
         &self,
         entries: &[(CellId, u64)],
         rx: &CellRx,
         epoch: u8,
         batch: &mut Vec<Event<K, V>>,
+        done: &mut usize,
     ) {
         batch.reserve(entries.len());
         let mut freed = Vec::new();
@@ -193,6 +204,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 if let Some(event) = marked {
                     // The common case, inline: the entry's own mark.
                     batch.extend(event);
+                    *done += 1;
                     continue;
                 }
                 // A deposit, or a stale entry.
@@ -201,6 +213,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
                 batch.extend(event);
                 freed.extend(f);
+                *done += 1;
             }
             drop(held);
         }

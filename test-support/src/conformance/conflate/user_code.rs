@@ -246,3 +246,80 @@ pub fn rule9_race_panicking_merge_while_other_sends_continue<I: Conflate>() {
         assert_fully_closed(rx);
     }
 }
+
+thread_local! {
+    /// The key whose `clone` panics on this thread now, if any.
+    static CLONE_PANICS_FOR: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// A key whose `clone` panics while [`CLONE_PANICS_FOR`] names it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FragileKey(u32);
+
+impl Clone for FragileKey {
+    fn clone(&self) -> Self {
+        if CLONE_PANICS_FOR.with(|k| k.get()) == Some(self.0) {
+            panic!("key clone refused");
+        }
+        FragileKey(self.0)
+    }
+}
+
+/// `K: Clone` is user code too: if it panics inside a receive (a pop or a
+/// cut), the panic reaches the caller, the books still balance (whatever the
+/// receive could not hand over is counted, dropped or still pending), and the
+/// receiver keeps working. An implementation that never clones a key in a
+/// receive passes without the panic.
+pub fn rule9_key_clone_panic_in_a_receive_keeps_the_books<I: Conflate>() {
+    for cut in [false, true] {
+        let hub = Hub::<I, FragileKey, u32>::new();
+        let tx = hub.sender();
+        let mut rx = hub.receiver();
+        for k in 1..=4 {
+            tx.send(FragileKey(k), k).unwrap();
+        }
+        CLONE_PANICS_FOR.with(|k| k.set(Some(2)));
+        let mut taken = Vec::new();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            if cut {
+                taken.extend(rx.try_recv_all().unwrap());
+            } else {
+                while let Ok(e) = rx.try_recv() {
+                    taken.push(e);
+                }
+            }
+        }));
+        CLONE_PANICS_FOR.with(|k| k.set(None));
+        if let Err(payload) = outcome {
+            assert_eq!(
+                payload.downcast_ref::<&str>(),
+                Some(&"key clone refused"),
+                "the key's panic reaches the caller (cut {cut})"
+            );
+        }
+        let s = conserved_stats(&rx);
+        assert_eq!(s.received, 4, "every send reached the receiver (cut {cut})");
+        assert_eq!(
+            s.folded,
+            taken.iter().map(|e| e.sends).sum::<u64>(),
+            "what was handed over is what is counted delivered (cut {cut})"
+        );
+        // Still usable: a second send of every key reaches it.
+        for k in 1..=4 {
+            tx.send(FragileKey(k), 10 + k).unwrap();
+        }
+        let mut last: Vec<(u32, u32)> = drain(&mut rx)
+            .into_iter()
+            .map(|(k, v, _)| (k.0, v))
+            .collect();
+        last.sort_unstable();
+        assert_eq!(
+            last,
+            vec![(1, 11), (2, 12), (3, 13), (4, 14)],
+            "every key's latest value, after the panic (cut {cut})"
+        );
+        let s = conserved_stats(&rx);
+        assert_eq!(s.received, 8, "(cut {cut})");
+        assert_eq!(s.pending, 0, "(cut {cut})");
+    }
+}
