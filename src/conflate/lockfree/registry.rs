@@ -158,11 +158,11 @@ impl<T> List<T> {
         let array = unsafe { &*array };
         let len = array.len.load(Ordering::Acquire);
         debug_assert!(len <= array.entries.len());
-        // SAFETY: a published length never exceeds its array's capacity:
-        // `Side::add` grows the array before the length passes it, and
-        // `Side::compact` stores at most the entries it copied into a larger
-        // array (every store of `len` is one of those two). So the range is
-        // in bounds, without a check on every send.
+        // A published length never exceeds its array's capacity: `Side::add`
+        // grows the array before the length passes it, and `Side::compact`
+        // stores at most the entries it copied into a larger array (every
+        // store of `len` is one of those two).
+        // SAFETY: so the range is in bounds, without a check on every send.
         Listed(unsafe { array.entries.get_unchecked(..len) })
     }
 }

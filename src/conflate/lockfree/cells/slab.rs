@@ -338,11 +338,11 @@ impl<K, V> Slab<K, V> {
         // Acquire: pairs with the Release in `ensure`.
         let base = self.bases[k].load(Ordering::Acquire);
         assert!(!base.is_null(), "a place is made before it is named");
-        // SAFETY: chunk `k` is allocated (its base is not null), holds
-        // `FIRST << k` places from `base + (FIRST << k)`, and `shifted` is
-        // below `FIRST << (k + 1)` (`k` is its top bit less log2(FIRST)), so
-        // `base + shifted` is one of them; chunks are freed only by
-        // `drop(&mut self)`.
+        // Chunk `k` is allocated (its base is not null) and holds `FIRST << k`
+        // places from `base + (FIRST << k)`; `shifted` is below
+        // `FIRST << (k + 1)` (`k` is its top bit less log2(FIRST)).
+        // SAFETY: so `base + shifted` is one of them; chunks are freed only
+        // by `drop(&mut self)`.
         unsafe { &*base.wrapping_add(shifted) }
     }
 }

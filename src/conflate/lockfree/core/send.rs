@@ -139,13 +139,13 @@ where
                 // The merge consumes the pending value: it is moved out of its
                 // place, which stays in slab and table (and its ticket in the
                 // queue) while the merge runs.
-                // SAFETY: `entry.value` is initialized, and from here until it
-                // is written back it is never read or dropped: the shard lock
-                // is held throughout (no other thread reaches the entry), the
-                // merge's panics are caught, a merged value is written back
-                // before anything else, and otherwise `merge_ended` takes the
-                // entry out and forgets this field before anything that could
-                // panic.
+                // From here until it is written back the place is never read
+                // or dropped: the shard lock is held throughout (no other
+                // thread reaches the entry), the merge's panics are caught, a
+                // merged value is written back before anything else, and
+                // otherwise `merge_ended` takes the entry out and forgets
+                // this field before anything that could panic.
+                // SAFETY: so reading `entry.value` (initialized) moves it out.
                 let prev = unsafe { ptr::read(&entry.value) };
                 match panic::catch_unwind(AssertUnwindSafe(|| merge(prev, value))) {
                     Ok(Some(merged)) => {
