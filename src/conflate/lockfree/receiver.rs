@@ -395,8 +395,10 @@ where
     /// nothing — never a partial batch.
     ///
     /// Publishers are held up only for one read-modify-write (the cut's
-    /// instant) and then, per shard, for at most 64 takes, not for the size of
-    /// the backlog.
+    /// instant) and then for a bounded stretch, never for the size of the
+    /// backlog: a receiver that shares the hub's cells (no key filter, own
+    /// merge or `max_pending`, in a hub without its own merge) holds a key's
+    /// shard for at most 32 takes, any other receiver for at most 64.
     ///
     /// Allocates the returned `Vec`; [`try_recv_all_into`](Self::try_recv_all_into)
     /// reuses one.
@@ -416,9 +418,12 @@ where
     /// least one). On an error `out` is left as it was.
     ///
     /// No allocation once `out` has room for the batch (keep one `Vec` and
-    /// `clear` it between calls), except when sends race the cut for keys of a
-    /// shard the cut cannot take whole: the cut then allocates two scratch
-    /// lists for that shard's claims.
+    /// `clear` it between calls), except in two cases. A receiver with its
+    /// own values (a key filter, its own merge or `max_pending`) allocates two
+    /// scratch lists when sends race the cut for keys of a shard it cannot
+    /// take whole. A receiver that shares the hub's cells allocates a list of
+    /// the cells it frees, when keys it takes are pending nowhere else and
+    /// the hub already keeps as many idle cells as it may.
     ///
     /// ```
     /// use keybus::conflate::Hub;
