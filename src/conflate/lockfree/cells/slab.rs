@@ -140,8 +140,10 @@ impl<K, V> CellData<K, V> {
     }
 
     /// Pending nowhere, not in the table, no deposit: the cell may be freed.
+    #[inline]
     pub(crate) fn idle(&self) -> bool {
-        self.pending() == 0 && !self.retained() && !self.has_deposits()
+        // One test of the word: no count, not retained, no deposit.
+        self.meta.0 & (Meta::COUNT | Meta::RETAINED | Meta::DEPOSITS) == 0
     }
 
     #[inline]
@@ -178,6 +180,51 @@ impl<K, V> CellData<K, V> {
             return;
         }
         self.set_mark_slow(id, mark);
+    }
+
+    /// A take of receiver `id`'s entry pending in `epoch`: clones the key,
+    /// and the value unless this was the last receiver with the key pending
+    /// and the table does not keep it (then the value moves out), *then*
+    /// clears the mark and stamps the cell stale. `None`, changing nothing,
+    /// if the mark is not pending in `epoch` (a deposit's entry, or stale).
+    /// The value is `None` only after a hard close dropped it.
+    ///
+    /// The user code (`K::clone`, `V::clone`) runs before anything changes:
+    /// if it panics, the cell is as it was.
+    #[inline(always)]
+    pub(crate) fn take_entry(&mut self, id: u32, epoch: u8) -> Option<(K, Option<V>)>
+    where
+        K: Clone,
+        V: Clone,
+    {
+        let want = PENDING | u16::from(epoch);
+        let inline = !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE;
+        let mark = if inline {
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array;
+            // `id` is below its length.
+            unsafe { self.marks.inline[id as usize] }
+        } else {
+            self.mark(id)
+        };
+        // Marks are 0 or `PENDING | epoch` (`set_mark`'s callers).
+        if mark != want {
+            return None;
+        }
+        let key = self.key.clone();
+        // Pending here only, and not in the table (one test of the word).
+        let last = self.meta.0 & (Meta::COUNT | Meta::RETAINED) == 1;
+        let copy = if last { None } else { self.value().cloned() };
+        if inline {
+            // SAFETY: as above; the mark was pending, so the count is at
+            // least one.
+            unsafe { self.marks.inline[id as usize] = 0 };
+            self.meta.0 -= 1;
+        } else {
+            self.set_mark_slow(id, 0);
+        }
+        self.stamp = STALE;
+        let value = if last { self.take_value() } else { copy };
+        Some((key, value))
     }
 
     #[cold]

@@ -3,6 +3,7 @@
 //! out (docs/design.md, "One cell per key", "The cut is one instant").
 
 use super::*;
+use std::ptr;
 
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// Takes receiver `rx`'s entry `(cell, start)` of cut epoch `epoch`:
@@ -32,7 +33,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             None => {
                 // `guard` holds the shard's lock for this `Locked`.
                 let mut sh = shard.locked(ShardGuard::None);
-                let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
+                let (event, f) = Self::take_other(&mut sh, i, start, rx.id);
                 freed.extend(f);
                 event
             }
@@ -43,13 +44,12 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     }
 
     /// The common take, for a caller holding `shard`'s lock, of its place
-    /// `i` (`place`, as the caller found it): the entry's own
-    /// mark, pending in `epoch`. Clears it and reads the value (moved out if
-    /// no receiver still has the key pending and the table does not keep it);
-    /// a cell left idle is kept or freed (into `freed`, to drop outside the
-    /// lock) as [`Locked::settle_as`] decides. Returns the event (`None` if
-    /// a hard close dropped the value), or `None` (nothing changed) if the
-    /// entry is a deposit's or stale.
+    /// `i` (`place`, as the caller found it): the entry's own mark, pending
+    /// in `epoch` ([`CellData::take_entry`]). A cell left idle is kept or
+    /// freed (into `freed`, to drop outside the lock) as
+    /// [`Locked::settle_as`] decides. Returns the event (`None` if a hard
+    /// close dropped the value), or `None` (nothing changed) if the entry is
+    /// a deposit's or stale.
     #[inline(always)]
     fn take_marked(
         shard: &Shard<K, V>,
@@ -61,25 +61,12 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         freed: &mut Vec<CellData<K, V>>,
     ) -> Option<Option<Event<K, V>>> {
         // SAFETY: the caller holds the shard's lock; `place` is place `i` of
-        // its slab, in use (the
-        // caller's entry names it and its mark or deposit keeps it); no other
-        // cell reference is live across the uses below.
+        // its slab, in use (the caller's entry names it and its mark or
+        // deposit keeps it); no other cell reference is live across the uses
+        // below.
         let cell = unsafe { place.cell() };
-        let mark = cell.mark(id);
-        if mark & PENDING == 0 || mark_epoch(mark) != epoch {
-            return None;
-        }
+        let (key, value) = cell.take_entry(id, epoch)?;
         let seq = place.seq.load(Ordering::Relaxed);
-        // The user code (`K::clone`, `V::clone`) first: if it panics, this
-        // entry is as it was, and the caller accounts for it.
-        let key = cell.key.clone();
-        let last = cell.pending() == 1 && !cell.retained();
-        let copy = if last { None } else { cell.value().cloned() };
-        cell.set_mark(id, 0);
-        cell.stamp = STALE;
-        // No receiver has it pending now and the table does not keep it:
-        // the value moves out.
-        let value = if last { cell.take_value() } else { copy };
         if cell.idle() {
             // Pending nowhere now (it was pending here, so not idle before):
             // `settle_as(i, false, true)`, written out so that the common
@@ -90,9 +77,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             if d.idle < d.idle_cap() {
                 d.idle += 1;
             } else {
-                // The caller holds the shard's lock for this `Locked`.
-                let mut sh = shard.locked(ShardGuard::None);
-                freed.push(sh.free(i));
+                Self::free_taken(shard, i, freed);
             }
         }
         // No value only after a hard close dropped it (`drop_values`): the
@@ -100,17 +85,21 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         Some(value.map(|v| Event::new(key, v, seq - start)))
     }
 
+    /// Frees cell `i`, idle after a take, past the shard's keep (into
+    /// `freed`). Out of line: a recurring key set frees nothing.
+    #[cold]
+    #[inline(never)]
+    fn free_taken(shard: &Shard<K, V>, i: u32, freed: &mut Vec<CellData<K, V>>) {
+        // The caller holds the shard's lock for this `Locked`.
+        let mut sh = shard.locked(ShardGuard::None);
+        freed.push(sh.free(i));
+    }
+
     /// An entry that is not its own mark's: the receiver's deposit for the
     /// cell, or stale (`(None, None)`).
     #[cold]
     #[inline(never)]
-    fn take_other(
-        sh: &mut Locked<'_, K, V>,
-        i: u32,
-        start: u64,
-        id: u32,
-        _epoch: u8,
-    ) -> Taken<K, V> {
+    fn take_other(sh: &mut Locked<'_, K, V>, i: u32, start: u64, id: u32) -> Taken<K, V> {
         let cell = sh.cell(i);
         if cell.has_deposits() {
             if let Some(at) = sh
@@ -177,46 +166,64 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         done: &mut usize,
     ) {
         batch.reserve(entries.len());
+        // Read once: the loops below write through raw pointers the compiler
+        // cannot tell apart from `rx`.
+        let id = rx.id;
         let mut freed = Vec::new();
         for window in entries.chunks(CUT_WINDOW) {
             // The window's places, found once and fetched before the locks
             // are taken (their addresses are stable; reading them waits for
             // the locks).
-            let mut places: [Option<&Place<K, V>>; CUT_WINDOW] = [None; CUT_WINDOW];
+            let mut places: [*const Place<K, V>; CUT_WINDOW] = [ptr::null(); CUT_WINDOW];
             let mut named = 0u64;
-            for (n, &(c, _)) in window.iter().enumerate() {
+            for (slot, &(c, _)) in places.iter_mut().zip(window) {
                 let (s, i) = split(c);
                 named |= 1 << s;
                 let place = self.shards[s].slab.place(i);
                 prefetch(place);
-                places[n] = Some(place);
+                *slot = place;
             }
             // Unlocks every shard it holds, also when a clone unwinds.
             let held = Held::lock(self, named);
-            for (&(c, start), place) in window.iter().zip(places) {
-                let Some(place) = place else {
-                    unreachable!("one place per entry of the window")
-                };
+            for (&place, &(c, start)) in places.iter().zip(window) {
                 let (s, i) = split(c);
                 let shard = &self.shards[s];
+                // SAFETY: the first loop stored the place of this entry
+                // (the same `zip` over the window): a reference into the
+                // shard's slab, whose places never move or go away while
+                // the hub lives.
+                let place = unsafe { &*place };
                 // `held` holds shard `s`'s lock.
-                let marked = Self::take_marked(shard, place, i, start, rx.id, epoch, &mut freed);
-                if let Some(event) = marked {
+                match Self::take_marked(shard, place, i, start, id, epoch, &mut freed) {
                     // The common case, inline: the entry's own mark.
-                    batch.extend(event);
-                    *done += 1;
-                    continue;
+                    Some(Some(event)) => batch.push(event),
+                    // A hard close dropped the value: nothing to deliver.
+                    Some(None) => {}
+                    None => Self::take_other_into(shard, i, start, id, batch, &mut freed),
                 }
-                // A deposit, or a stale entry.
-                // `held` holds the shard's lock for this `Locked`.
-                let mut sh = shard.locked(ShardGuard::None);
-                let (event, f) = Self::take_other(&mut sh, i, start, rx.id, epoch);
-                batch.extend(event);
-                freed.extend(f);
                 *done += 1;
             }
             drop(held);
         }
         drop(freed);
+    }
+
+    /// [`Cells::take_other`] for a cut: a deposit or a stale entry, under
+    /// the window's lock of `shard`.
+    #[cold]
+    #[inline(never)]
+    fn take_other_into(
+        shard: &Shard<K, V>,
+        i: u32,
+        start: u64,
+        id: u32,
+        batch: &mut Vec<Event<K, V>>,
+        freed: &mut Vec<CellData<K, V>>,
+    ) {
+        // The cut's window holds the shard's lock for this `Locked`.
+        let mut sh = shard.locked(ShardGuard::None);
+        let (event, f) = Self::take_other(&mut sh, i, start, id);
+        batch.extend(event);
+        freed.extend(f);
     }
 }

@@ -13,7 +13,7 @@ use std::ptr;
 
 /// Positions per lap; the last one of each lap is the "next block" marker.
 /// Small under loom and shuttle, so that small models cross block boundaries.
-const LAP: u64 = if cfg!(any(loom, shuttle)) { 4 } else { 32 };
+const LAP: u64 = if cfg!(any(loom, shuttle)) { 4 } else { 128 };
 /// Places per block.
 const BLOCK_CAP: u64 = LAP - 1;
 
@@ -165,8 +165,9 @@ struct SeenBlock {
 unsafe impl Send for SeenBlock {}
 
 /// Spare blocks kept per queue (about 3 KiB): enough for bursts of a few
-/// hundred new keys between two reads without allocating.
-const SPARES: usize = 8;
+/// hundred new keys between two reads without allocating (docs/design.md,
+/// "The first-touch queue", says why blocks hold 127 entries).
+const SPARES: usize = 2;
 
 /// The consumer's side: where it reads next. Owned by the one consumer.
 pub(crate) struct Head {
