@@ -75,6 +75,7 @@ impl Consumed {
     ///
     /// `folded` first: a reader loads `delivered` first, so it never sees
     /// more events than the sends they fold.
+    #[inline]
     pub(crate) fn took(&self, events: u64, sends: u64) {
         bump(&self.folded, sends);
         bump(&self.delivered, events);

@@ -387,6 +387,16 @@ where
     /// Closed beats empty beats value: [`TryRecvError::Closed`] as for `recv`,
     /// else [`TryRecvError::Empty`] if nothing is pending.
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
+        // A receiver sharing the hub's cells, open, with a key pending, and
+        // no record of seen lives: the pop alone (what `closed_or` would do
+        // first, without its frame).
+        if let (Kind::Cells(rx, local), None) = (&mut self.kind, &self.seen) {
+            if !rx.is_closed() {
+                if let Some(event) = local.pop(rx, &self.shared.cells) {
+                    return Ok(event);
+                }
+            }
+        }
         self.try_take(|t| t.pop())
     }
 

@@ -8,7 +8,9 @@ use super::*;
 /// Makes sure a send that saw `epoch` at `rx` is followed, for every later send,
 /// by a clock change: the first thread that sees a receiver's new epoch before
 /// the receiver announced it bumps the clock itself (docs/design.md, "The cut
-/// is one instant").
+/// is one instant"). Inline: called from code generic over `K` and `V`,
+/// which crosses into this crate through an indirect call otherwise.
+#[inline]
 fn help(rx: &CellRx, epoch: u8, clock: &AtomicU64) {
     // Acquire pairs with the Release store below and in the cut: a thread that
     // reads the announcement also sees the clock bump before it.
