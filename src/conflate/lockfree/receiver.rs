@@ -386,6 +386,7 @@ where
     /// # Errors
     /// Closed beats empty beats value: [`TryRecvError::Closed`] as for `recv`,
     /// else [`TryRecvError::Empty`] if nothing is pending.
+    #[inline]
     pub fn try_recv(&mut self) -> Result<Event<K, V>, TryRecvError> {
         // A receiver sharing the hub's cells, open, with a key pending, and
         // no record of seen lives: the pop alone (what `closed_or` would do
@@ -397,6 +398,13 @@ where
                 }
             }
         }
+        self.try_recv_slow()
+    }
+
+    /// [`try_recv`](Self::try_recv) the whole way (closed beats empty beats
+    /// value). Out of line, so that the fast path's frame stays small.
+    #[inline(never)]
+    fn try_recv_slow(&mut self) -> Result<Event<K, V>, TryRecvError> {
         self.try_take(|t| t.pop())
     }
 

@@ -40,9 +40,12 @@ impl Queue {
     /// claimed the place but has not written it yet. Consumer only.
     #[inline]
     pub(crate) fn pop(&self, head: &mut Head, end: Tail) -> Option<(CellId, u64)> {
-        // The common case: a written place inside the current block.
+        // The common case: a written place inside the current block. With
+        // the head at a place (not a lap's marker), positions compare as
+        // their counts do (`count` is monotonic and strict below a marker),
+        // so the test needs no division.
         let offset = head.pos % LAP;
-        if !head.block.is_null() && offset < BLOCK_CAP && count(head.pos) < count(end.pos()) {
+        if !head.block.is_null() && offset < BLOCK_CAP && head.pos < end.pos() {
             // SAFETY: the block is live (only the consumer frees blocks).
             let block = unsafe { &*head.block };
             let i = offset as usize;
