@@ -333,7 +333,8 @@ mod tests {
     fn a_cut_splits_the_queue_by_epoch() {
         let q = Queue::new();
         let mut head = Head::default();
-        for i in 0..40u32 {
+        // More than a block's worth: the cut's end lies past a boundary.
+        for i in 0..200u32 {
             q.push(i, 0);
         }
         let cut = q.start_cut();
@@ -344,7 +345,7 @@ mod tests {
         while let Some((c, _)) = q.pop(&mut head, cut) {
             batch.push(c);
         }
-        assert_eq!(batch, (0..40).collect::<Vec<_>>());
+        assert_eq!(batch, (0..200).collect::<Vec<_>>());
         assert_eq!(q.pop(&mut head, q.tail()), Some((99, 7)));
         let mut q = q;
         q.release(&head);
