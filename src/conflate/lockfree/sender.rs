@@ -59,11 +59,11 @@ where
     if let Some((last, rest)) = own.split_last() {
         // The list may hold holes (receivers that left): `iter` skips them.
         for core in rest.iter() {
-            if core.admits(hash, key) {
+            if core.admits(key) {
                 core.deliver(hash, key, value.clone());
             }
         }
-        if last.admits(hash, key) {
+        if last.admits(key) {
             last.deliver(hash, key, value);
         }
     }

@@ -285,20 +285,7 @@ impl Stripes {
     #[cfg(not(any(loom, shuttle)))]
     #[cold]
     fn install(&self, c: usize) -> *mut Chunk {
-        use std::sync::atomic::Ordering as O;
-        let fresh = Box::into_raw(Box::new(Chunk(std::array::from_fn(|_| {
-            std::sync::atomic::AtomicU64::new(0)
-        }))));
-        // AcqRel: Release publishes the zeroed chunk; Acquire (on failure too)
-        // sees the winner's.
-        match self.chunks[c].compare_exchange(std::ptr::null_mut(), fresh, O::AcqRel, O::Acquire) {
-            Ok(_) => fresh,
-            Err(winner) => {
-                // SAFETY: `fresh` was never shared.
-                drop(unsafe { Box::from_raw(fresh) });
-                winner
-            }
-        }
+        install_chunk(&self.chunks[c])
     }
 
     /// Runs `f` on every stripe: the shared one first, then each allocated
@@ -368,13 +355,126 @@ impl Stripes {
 #[cfg(not(any(loom, shuttle)))]
 impl Drop for Stripes {
     fn drop(&mut self) {
-        for cell in self.chunks.iter_mut() {
-            let chunk = *cell.get_mut();
-            if !chunk.is_null() {
-                // SAFETY: from `Box::into_raw`; `&mut self`: nobody else uses it.
-                drop(unsafe { Box::from_raw(chunk) });
+        free_chunks(&mut self.chunks);
+    }
+}
+
+/// Allocates the chunk of `cell` unless another thread just did; returns the
+/// one installed.
+#[cfg(not(any(loom, shuttle)))]
+#[cold]
+fn install_chunk(cell: &std::sync::atomic::AtomicPtr<Chunk>) -> *mut Chunk {
+    use std::sync::atomic::Ordering as O;
+    let fresh = Box::into_raw(Box::new(Chunk(std::array::from_fn(|_| {
+        std::sync::atomic::AtomicU64::new(0)
+    }))));
+    // AcqRel: Release publishes the zeroed chunk; Acquire (on failure too)
+    // sees the winner's.
+    match cell.compare_exchange(std::ptr::null_mut(), fresh, O::AcqRel, O::Acquire) {
+        Ok(_) => fresh,
+        Err(winner) => {
+            // SAFETY: `fresh` was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            winner
+        }
+    }
+}
+
+/// Frees every chunk `install_chunk` put in `cells`.
+#[cfg(not(any(loom, shuttle)))]
+fn free_chunks(cells: &mut [std::sync::atomic::AtomicPtr<Chunk>]) {
+    for cell in cells.iter_mut() {
+        let chunk = *cell.get_mut();
+        if !chunk.is_null() {
+            // SAFETY: from `Box::into_raw` in `install_chunk`; `&mut`: nobody
+            // else uses it.
+            drop(unsafe { Box::from_raw(chunk) });
+        }
+    }
+}
+
+/// A count that many threads add to without a shared read-modify-write: one
+/// slot per thread index (the stripes' indices and chunks), each written by
+/// its thread alone with a plain load and store, and a shared word with
+/// `fetch_add` for a thread without an index (past 4,096 threads, or one
+/// exiting). The sum is exact once no adder runs, lagging otherwise (as
+/// [`Stripes::sent`]). For a receiver's `filtered` count (conflate rule 13:
+/// keeping stats adds no shared read-modify-write to any send). Under loom
+/// and shuttle, the shared word only.
+pub(crate) struct ThreadCounts {
+    #[cfg(not(any(loom, shuttle)))]
+    chunks: Box<[std::sync::atomic::AtomicPtr<Chunk>]>,
+    shared: AtomicU64,
+}
+
+impl ThreadCounts {
+    /// `per_thread`: whether to keep slots per thread (else every add is the
+    /// shared word's; for a count that is never added to, which then costs
+    /// no allocation).
+    pub(crate) fn new(per_thread: bool) -> Self {
+        let _ = per_thread;
+        ThreadCounts {
+            #[cfg(not(any(loom, shuttle)))]
+            chunks: (0..if per_thread { CHUNKS } else { 0 })
+                .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            shared: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds one for this thread. Relaxed: a count that orders nothing (read
+    /// as `Stripes::sent` is).
+    #[inline]
+    pub(crate) fn add_one(&self) {
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            use std::sync::atomic::Ordering as O;
+            let id = thread_index::get();
+            if let Some(cell) = self.chunks.get(id / CHUNK) {
+                // Acquire: as in `Stripes::lookup`.
+                let mut chunk = cell.load(O::Acquire);
+                if chunk.is_null() {
+                    chunk = install_chunk(cell);
+                }
+                // SAFETY: `chunk` came from `install_chunk` and is freed only
+                // by `drop(&mut self)`.
+                let slot = unsafe { &(*chunk).0[place(id)] };
+                // Only this thread writes its slot (thread indices are unique
+                // among live threads; the index's mutex orders a previous
+                // owner's last store before this load).
+                slot.store(slot.load(O::Relaxed) + 1, O::Relaxed);
+                return;
             }
         }
+        self.shared.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count: exact once no adder runs. Relaxed: whatever made the adds
+    /// finish for the reader orders their stores before these loads.
+    pub(crate) fn sum(&self) -> u64 {
+        #[allow(unused_mut)]
+        let mut sum = self.shared.load(Ordering::Relaxed);
+        #[cfg(not(any(loom, shuttle)))]
+        for cell in self.chunks.iter() {
+            let chunk = cell.load(std::sync::atomic::Ordering::Acquire);
+            if !chunk.is_null() {
+                // SAFETY: as in `add_one`.
+                let chunk = unsafe { &*chunk };
+                sum += chunk
+                    .0
+                    .iter()
+                    .map(|w| w.load(std::sync::atomic::Ordering::Relaxed))
+                    .sum::<u64>();
+            }
+        }
+        sum
+    }
+}
+
+#[cfg(not(any(loom, shuttle)))]
+impl Drop for ThreadCounts {
+    fn drop(&mut self) {
+        free_chunks(&mut self.chunks);
     }
 }
 
@@ -465,8 +565,33 @@ mod thread_index {
 
 #[cfg(all(test, not(any(loom, shuttle))))]
 mod tests {
-    use super::Stripes;
+    use super::{Stripes, ThreadCounts};
     use std::sync::Barrier;
+
+    #[test]
+    fn thread_counts_are_exact_across_threads_of_two_chunks() {
+        // Smaller under miri, which runs every step of every thread.
+        let (threads, per) = if cfg!(miri) { (70, 3) } else { (80, 1_000) };
+        let counts = ThreadCounts::new(true);
+        let never = ThreadCounts::new(false);
+        // More than 64 threads alive at once: their indices span two chunks.
+        let barrier = Barrier::new(threads);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..per {
+                        counts.add_one();
+                    }
+                    never.add_one();
+                    barrier.wait();
+                });
+            }
+        });
+        // The joins order every add before these reads.
+        assert_eq!(counts.sum(), (threads * per) as u64);
+        assert_eq!(never.sum(), threads as u64, "the shared word alone");
+    }
 
     #[test]
     fn stripes_follow_the_hub_a_thread_sends_on() {

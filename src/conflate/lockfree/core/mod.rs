@@ -9,6 +9,7 @@ mod take;
 use super::close_flags::{CloseFlags, Closing};
 use super::lock::{ShardMutex, ShardMutexGuard};
 use super::slab::{pack, unpack, Keys, Pending, Slab, SHARDS};
+use super::stripes::ThreadCounts;
 use super::tickets::{Ticket, TicketList};
 use crate::conflate::common::counters::{bump, Consumed};
 use crate::conflate::common::event::Event;
@@ -73,7 +74,7 @@ struct Queued {
 /// One shard of a receiver's keys, with the accounting of the sends that
 /// landed in it.
 ///
-/// Every counter but `filtered` is written only under `lock`, which the send
+/// Its counter is written only under `lock`, which the send
 /// (or close) that changes it holds anyway, with a plain load and store
 /// ([`bump`]): no read-modify-write, and the line is the one the lock already
 /// brought into the writer's cache. A send stores `received` before any other
@@ -83,20 +84,15 @@ struct Queued {
 /// `repr(C)`, lock first and `received` next: the one counter every send writes
 /// shares the cache line the lock already brought in. Aligned to 64-byte
 /// lines, not crossbeam's 128 (a pair of lines, against the adjacent-line
-/// prefetcher). The fields take 72 B (the lock 12 and 4 of padding, table header
-/// 32, slab pointer 8, the two counters 16), so a shard takes two lines (128
-/// B) and 8 shards 1 KiB per receiver; a lock of one word would bring it to
-/// one line (not done). The rare counters live in [`Rare`], once per
-/// receiver.
+/// prefetcher). The fields take 64 B (the lock 12 and 4 of padding, table header
+/// 32, slab pointer 8, the counter 8): one line, and 8 shards 512 B per
+/// receiver. The rare counters live in [`Rare`], once per receiver, and
+/// `filtered` in [`RxCore`]'s per-thread count.
 #[repr(C, align(64))]
 struct Shard<K, V> {
     lock: ShardMutex<Keys<K, V>>,
     /// Sends that reached the receiver past its filter and landed here.
     received: AtomicU64,
-    /// Sends its filter rejected. Counted before any lock is taken, so this one
-    /// is a Relaxed `fetch_add` (of the shard the key hashes to, so concurrent
-    /// rejections of different keys rarely share a line).
-    filtered: AtomicU64,
 }
 
 /// A receiver's rare counters, once per receiver rather than per shard: written
@@ -117,7 +113,6 @@ impl<K, V> Shard<K, V> {
         Shard {
             lock: ShardMutex::new(park, Keys::default()),
             received: AtomicU64::new(0),
-            filtered: AtomicU64::new(0),
         }
     }
 }
@@ -180,6 +175,11 @@ pub(crate) struct RxCore<K, V> {
     /// it needs no bounds check.
     shards: Box<[Shard<K, V>; SHARDS]>,
     rare: Rare,
+    /// Sends its filter rejected: counted before any lock is taken, by each
+    /// sending thread in a slot of its own (no shared read-modify-write;
+    /// conflate rule 13). Slots only with a key filter: no other receiver
+    /// rejects anything.
+    filtered: ThreadCounts,
     queue: CachePadded<QueueCell>,
     /// The cut epoch (a `u32`, see `Queue::epoch`). Read by every send; written
     /// only by a cut.
@@ -211,8 +211,10 @@ impl<K, V> RxCore<K, V> {
         correction: Option<std::sync::Arc<Correction>>,
     ) -> Self {
         let park = !matches!(merge, Merge::NewerWins);
+        let filtered = ThreadCounts::new(!matches!(filter, KeyFilter::All));
         RxCore {
             filter,
+            filtered,
             merge,
             max_pending: max_pending.map(|n| n as u64),
             shards: Box::new(std::array::from_fn(|_| Shard::new(park))),
@@ -270,7 +272,7 @@ impl<K, V> RxCore<K, V> {
         let annihilated = self.rare.annihilated.load(Ordering::Acquire);
         let overflowed = self.rare.overflowed.load(Ordering::Acquire);
         let dropped = self.rare.dropped.load(Ordering::Acquire) + cut_dropped;
-        let filtered = sum(|s| &s.filtered);
+        let filtered = self.filtered.sum();
         let received = sum(|s| &s.received);
         let pending = if self.is_closed() {
             0

@@ -74,18 +74,15 @@ where
     /// before the caller clones the value for it, so a receiver that rejects
     /// the key costs no clone.
     #[inline]
-    pub(crate) fn admits(&self, hash: u64, key: &K) -> bool {
+    pub(crate) fn admits(&self, key: &K) -> bool {
         // Relaxed: a stale `false` only delivers into a receiver that is closing,
         // whose values are dropped with it.
         if self.flags.is_closed_relaxed() {
             return false;
         }
         if !self.filter.accepts(key) {
-            // Relaxed: a count that orders nothing (and is in no conservation
-            // sum); the only shard-counter RMW, and only on a rejection.
-            self.shards[shard_index(hash)]
-                .filtered
-                .fetch_add(1, Ordering::Relaxed);
+            // In this thread's slot: no shared read-modify-write.
+            self.filtered.add_one();
             return false;
         }
         true
