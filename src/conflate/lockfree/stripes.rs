@@ -568,6 +568,21 @@ mod tests {
     use super::{Stripes, ThreadCounts};
     use std::sync::Barrier;
 
+    /// Runs `work` on `threads` threads that are all alive while any of them
+    /// works (a barrier before and after), so no two share a thread index.
+    fn all_alive_at_once(threads: usize, work: impl Fn() + Sync) {
+        let barrier = Barrier::new(threads);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    barrier.wait();
+                    work();
+                    barrier.wait();
+                });
+            }
+        });
+    }
+
     #[test]
     fn thread_counts_are_exact_across_threads_of_two_chunks() {
         // Smaller under miri, which runs every step of every thread.
@@ -575,18 +590,11 @@ mod tests {
         let counts = ThreadCounts::new(true);
         let never = ThreadCounts::new(false);
         // More than 64 threads alive at once: their indices span two chunks.
-        let barrier = Barrier::new(threads);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    barrier.wait();
-                    for _ in 0..per {
-                        counts.add_one();
-                    }
-                    never.add_one();
-                    barrier.wait();
-                });
+        all_alive_at_once(threads, || {
+            for _ in 0..per {
+                counts.add_one();
             }
+            never.add_one();
         });
         // The joins order every add before these reads.
         assert_eq!(counts.sum(), (threads * per) as u64);
@@ -631,22 +639,15 @@ mod tests {
         };
         let stripes = Stripes::new();
         // More than 64 threads alive at once: thread indices span two chunks.
-        let barrier = Barrier::new(threads);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    barrier.wait();
-                    for i in 0..per {
-                        let me = stripes.mine();
-                        if i % 2 == 0 {
-                            me.count();
-                        } else {
-                            me.enter(stripes.light);
-                            me.leave(true);
-                        }
-                    }
-                    barrier.wait();
-                });
+        all_alive_at_once(threads, || {
+            for i in 0..per {
+                let me = stripes.mine();
+                if i % 2 == 0 {
+                    me.count();
+                } else {
+                    me.enter(stripes.light);
+                    me.leave(true);
+                }
             }
         });
         let all = (threads * per) as u64;
