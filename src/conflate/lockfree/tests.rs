@@ -283,3 +283,55 @@ fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
     let delivered = stays.iter().count();
     assert_eq!(delivered, rounds * 2, "the stable receiver got every send");
 }
+
+/// A cut whose `V::clone` panics in its second window (a `retain_latest` hub:
+/// the cut clones what the table keeps): the events written before the panic
+/// are dropped with the batch (miri checks they are neither leaked nor
+/// dropped twice), the batch's sends are counted as dropped, the caller's
+/// `Vec` is as it was, and the receiver goes on.
+#[test]
+fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    #[derive(Debug, PartialEq)]
+    struct Brittle(String);
+    impl Clone for Brittle {
+        fn clone(&self) -> Self {
+            assert_ne!(self.0, "poison", "a planted clone panic");
+            Brittle(self.0.clone())
+        }
+    }
+    let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    // 40 keys: two windows of the cut; the poisoned value in the second.
+    for k in 0..40u32 {
+        let v = if k == 35 {
+            "poison".to_string()
+        } else {
+            format!("v{k}")
+        };
+        tx.send(k, Brittle(v)).unwrap();
+    }
+    let mut out = vec![];
+    let cut = catch_unwind(AssertUnwindSafe(|| rx.try_recv_all_into(&mut out)));
+    assert!(
+        cut.is_err(),
+        "the planted clone panic unwinds out of the cut"
+    );
+    assert!(out.is_empty(), "{out:?}");
+    let stats = rx.stats();
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dropped),
+        (40, 0, 40)
+    );
+    assert_eq!(stats.pending, 0);
+    tx.send(7, Brittle("after".into())).unwrap();
+    assert_eq!(
+        rx.try_recv_all_into(&mut out).map(|_| &out[..]),
+        Ok(&[crate::Event {
+            key: 7,
+            value: Brittle("after".into()),
+            sends: 1
+        }][..])
+    );
+}

@@ -17,7 +17,7 @@ use crate::conflate::common::removal::Tombstones;
 use crate::sync::{AtomicU64, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
-use slab::{mark_epoch, CellData, Place, Slab, PENDING, STALE};
+use slab::{mark_epoch, CellData, Place, Slab, INLINE, PENDING, STALE};
 use std::panic::{self, AssertUnwindSafe};
 
 /// Bits of a `CellId` that name the shard.

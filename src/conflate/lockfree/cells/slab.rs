@@ -24,7 +24,7 @@ pub(crate) fn mark_epoch(mark: u16) -> u8 {
 }
 
 /// Marks of receiver ids below this live inside the cell.
-const INLINE: usize = 4;
+pub(crate) const INLINE: usize = 4;
 
 /// Per receiver id, its mark (0: not pending). Inline for the first four
 /// ids; a boxed vector once any id past them is marked (`Meta::HEAP_MARKS`).
@@ -225,6 +225,52 @@ impl<K, V> CellData<K, V> {
         self.stamp = STALE;
         let value = if last { self.take_value() } else { copy };
         Some((key, value))
+    }
+
+    /// [`CellData::take_entry`] in the common case only, for a cut: an
+    /// inline mark (`inline`: `id` is below `INLINE`) pending in the entry's
+    /// epoch (`want`: `PENDING | epoch`), and a value. Returns the key, the
+    /// value, and whether the cell is idle now; `None`, changing nothing,
+    /// otherwise (the caller then takes the general path). User code first,
+    /// as there.
+    #[inline(always)]
+    pub(crate) fn take_common(&mut self, inline: bool, id: u32, want: u16) -> Option<(K, V, bool)>
+    where
+        K: Clone,
+        V: Clone,
+    {
+        let meta = self.meta.0;
+        if !inline || meta & (Meta::HEAP_MARKS | Meta::HAS_VALUE) != Meta::HAS_VALUE {
+            return None;
+        }
+        // SAFETY: without `HEAP_MARKS` the union holds the inline array, and
+        // `id` is below its length (`inline`).
+        let mark = unsafe { &mut self.marks.inline[id as usize] };
+        if *mark != want {
+            return None;
+        }
+        let key = self.key.clone();
+        // Pending here only, and not in the table (one test of the word).
+        let last = meta & (Meta::COUNT | Meta::RETAINED) == 1;
+        let value = if last {
+            // SAFETY: `HAS_VALUE` (tested above) says it is initialized; the
+            // flag is cleared below, so it is read out once.
+            unsafe { self.value.assume_init_read() }
+        } else {
+            // SAFETY: as above, initialized.
+            unsafe { self.value.assume_init_ref() }.clone()
+        };
+        *mark = 0;
+        // The mark was pending, so the count is at least one.
+        let meta = if last {
+            (meta - 1) & !Meta::HAS_VALUE
+        } else {
+            meta - 1
+        };
+        self.meta.0 = meta;
+        self.stamp = STALE;
+        let idle = meta & (Meta::COUNT | Meta::RETAINED | Meta::DEPOSITS) == 0;
+        Some((key, value, idle))
     }
 
     #[cold]
