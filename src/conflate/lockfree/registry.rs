@@ -469,23 +469,24 @@ impl<K, V> Writer<K, V> {
     /// id is free again. Returns the released counts, to drop outside the
     /// writer lock.
     pub(crate) fn collect(&mut self, mut clean: impl FnMut(&CellRx) -> bool) -> Released<K, V> {
-        let mut released = Released {
-            own: std::mem::take(&mut self.retired.own),
-            cells: Vec::new(),
-        };
-        drop(std::mem::take(&mut self.retired.own_arrays));
-        drop(std::mem::take(&mut self.retired.cell_arrays));
-        let mut keep = Vec::new();
-        for (at, rx) in std::mem::take(&mut self.retired.cells) {
-            if clean(&rx) {
-                self.cells.holes.push(at);
-                released.cells.push(rx);
-            } else {
-                keep.push((at, rx));
-            }
-        }
-        self.retired.cells = keep;
-        released
+        // The retired lists keep their capacity (a warm registry churning
+        // receivers reallocates nothing here); what is released is moved out
+        // into vectors of its exact size.
+        let own = self.retired.own.drain(..).collect();
+        self.retired.own_arrays.clear();
+        self.retired.cell_arrays.clear();
+        let holes = &mut self.cells.holes;
+        let mut cells = Vec::with_capacity(self.retired.cells.len());
+        cells.extend(
+            self.retired
+                .cells
+                .extract_if(.., |(_, rx)| clean(rx))
+                .map(|(at, rx)| {
+                    holes.push(at);
+                    rx
+                }),
+        );
+        Released { own, cells }
     }
 }
 

@@ -285,9 +285,10 @@ fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
 }
 
 /// A cut whose `V::clone` panics in its second window (a `retain_latest` hub:
-/// the cut clones what the table keeps): the events written before the panic
-/// are dropped with the batch (miri checks they are neither leaked nor
-/// dropped twice), the batch's sends are counted as dropped, the caller's
+/// the cut clones what the table keeps): the events written before the
+/// panic, in earlier windows and in its own, are dropped with the batch
+/// (miri checks they are neither leaked nor dropped twice), every entry not
+/// taken is given up, the batch's sends are counted as dropped, the caller's
 /// `Vec` is as it was, and the receiver goes on.
 #[test]
 fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
@@ -303,9 +304,9 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
     let tx = hub.sender();
     let mut rx = hub.receiver();
-    // 40 keys: two windows of the cut; the poisoned value in the second.
-    for k in 0..40u32 {
-        let v = if k == 35 {
+    // 200 keys: seven windows of the cut; the poisoned value in the fifth.
+    for k in 0..200u32 {
+        let v = if k == 150 {
             "poison".to_string()
         } else {
             format!("v{k}")
@@ -322,7 +323,7 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let stats = rx.stats();
     assert_eq!(
         (stats.received, stats.delivered, stats.dropped),
-        (40, 0, 40)
+        (200, 0, 200)
     );
     assert_eq!(stats.pending, 0);
     tx.send(7, Brittle("after".into())).unwrap();
