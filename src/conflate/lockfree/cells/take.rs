@@ -251,27 +251,14 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // The cut's window holds the shard's lock.
         match Self::take_marked(shard, place, i, start, id, epoch, freed) {
             Some(event) => batch.extend(event),
-            None => Self::take_other_into(shard, i, start, id, batch, freed),
+            None => {
+                // The window holds the shard's lock for this `Locked`.
+                let mut sh = shard.locked(ShardGuard::None);
+                let (event, f) = Self::take_other(&mut sh, i, start, id);
+                batch.extend(event);
+                freed.extend(f);
+            }
         }
-    }
-
-    /// [`Cells::take_other`] for a cut: a deposit or a stale entry, under
-    /// the window's lock of `shard`.
-    #[cold]
-    #[inline(never)]
-    fn take_other_into(
-        shard: &Shard<K, V>,
-        i: u32,
-        start: u64,
-        id: u32,
-        batch: &mut Vec<Event<K, V>>,
-        freed: &mut Vec<CellData<K, V>>,
-    ) {
-        // The cut's window holds the shard's lock for this `Locked`.
-        let mut sh = shard.locked(ShardGuard::None);
-        let (event, f) = Self::take_other(&mut sh, i, start, id);
-        batch.extend(event);
-        freed.extend(f);
     }
 }
 
