@@ -475,17 +475,21 @@ impl<K, V> Writer<K, V> {
         let own = self.retired.own.drain(..).collect();
         self.retired.own_arrays.clear();
         self.retired.cell_arrays.clear();
-        let holes = &mut self.cells.holes;
-        let mut cells = Vec::with_capacity(self.retired.cells.len());
-        cells.extend(
-            self.retired
-                .cells
-                .extract_if(.., |(_, rx)| clean(rx))
-                .map(|(at, rx)| {
-                    holes.push(at);
-                    rx
-                }),
-        );
+        // The receivers kept (not let go of yet) to the front, in place;
+        // the released ones drained from behind them.
+        let list = &mut self.retired.cells;
+        let mut kept = 0;
+        for j in 0..list.len() {
+            if !clean(&list[j].1) {
+                list.swap(kept, j);
+                kept += 1;
+            }
+        }
+        let mut cells = Vec::with_capacity(list.len() - kept);
+        for (at, rx) in list.drain(kept..) {
+            self.cells.holes.push(at);
+            cells.push(rx);
+        }
         Released { own, cells }
     }
 }
