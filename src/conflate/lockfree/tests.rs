@@ -284,7 +284,7 @@ fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
     assert_eq!(delivered, rounds * 2, "the stable receiver got every send");
 }
 
-/// A cut whose `V::clone` panics in its second window (a `retain_latest` hub:
+/// A cut whose `V::clone` panics in its fifth window (a `retain_latest` hub:
 /// the cut clones what the table keeps): the events written before the
 /// panic, in earlier windows and in its own, are dropped with the batch
 /// (miri checks they are neither leaked nor dropped twice), every entry not
