@@ -97,6 +97,69 @@ fn pushes_vs_cut_each_entry_once_on_its_side_of_the_cut() {
     });
 }
 
+/// Two producers push two entries each (crossing a block boundary) while the
+/// consumer pops as a receive does (`Queue::pop_ready`: the place at its head
+/// first, the tail word only when that place is not written yet). Every entry
+/// comes out exactly once, each producer's in its order, with its start; a
+/// pop never returns a place a producer claimed but has not written. Trap: a
+/// pop that trusts a place without its written test (a claimed place reads as
+/// cell 0 less one), or reads past a block's last place.
+///
+/// Rule: conflate 1 (each receiver sees each pending key once, in first-touch
+/// order), "The first-touch queue". Mutant: d3 (`.ci/mutants`).
+#[test]
+fn pushes_vs_pop_each_entry_once() {
+    loom::model(|| {
+        let q = Arc::new(QueueModel::default());
+        let producers: Vec<_> = (0..2u32)
+            .map(|p| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    for i in 0..2u32 {
+                        let id = p * 2 + i;
+                        q.push(id, u64::from(id) * 10);
+                    }
+                })
+            })
+            .collect();
+        let mut head = QueueHead::default();
+        let mut all = Vec::new();
+        // Two pops racing the producers, the rest after they finished.
+        for _ in 0..2 {
+            all.extend(q.pop(&mut head));
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        while let Some(e) = q.pop(&mut head) {
+            all.push(e);
+        }
+        let ids: Vec<u32> = all.iter().map(|&(c, _)| c).collect();
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            vec![0, 1, 2, 3],
+            "every entry exactly once: {ids:?}"
+        );
+        for p in 0..2u32 {
+            let mine: Vec<u32> = ids.iter().copied().filter(|c| c / 2 == p).collect();
+            assert_eq!(mine, vec![p * 2, p * 2 + 1], "one producer's order");
+        }
+        for &(c, start) in &all {
+            assert_eq!(
+                start,
+                u64::from(c) * 10,
+                "the entry's start travels with it"
+            );
+        }
+        match Arc::try_unwrap(q) {
+            Ok(q) => q.release(&head),
+            Err(_) => unreachable!("every producer joined"),
+        }
+    });
+}
+
 /// The consumer announces it parks while a producer pushes: exactly when the
 /// announcement came first (it returned `true` on an empty queue), the push
 /// reports that it must wake the consumer. Trap: a lost wake-up (a push that

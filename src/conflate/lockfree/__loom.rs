@@ -42,9 +42,10 @@ impl QueueModel {
         self.queue.pop(&mut head.0, end.0)
     }
 
-    /// Pops the next entry before the tail now.
+    /// Pops the next entry pushed, as a receive does (`Queue::pop_ready`:
+    /// the place at the head first, the tail only if it is not written).
     pub fn pop(&self, head: &mut QueueHead) -> Option<(u32, u64)> {
-        self.queue.pop(&mut head.0, self.queue.tail())
+        self.queue.pop_ready(&mut head.0)
     }
 
     /// Every entry before the tail now, in order, at once.

@@ -116,7 +116,7 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
             return None;
         }
         loop {
-            let (cell, start) = rx.queue.pop(&mut self.head, rx.queue.tail())?;
+            let (cell, start) = rx.queue.pop_ready(&mut self.head)?;
             let epoch = self.epoch;
             let taken = match panic::catch_unwind(AssertUnwindSafe(|| {
                 cells.take(cell, start, rx, epoch)

@@ -60,6 +60,30 @@ impl Queue {
         self.read(head, end, true)
     }
 
+    /// [`Queue::pop`] with no bound but the tail: the next entry pushed, if
+    /// any. A written place at the head was pushed (its producer claimed it
+    /// from the tail first), so the common case reads that place only and
+    /// leaves the tail word, the line every push writes, to the producers;
+    /// the tail is loaded only when the place is not written yet or the head
+    /// is at a block boundary. Consumer only.
+    #[inline]
+    pub(crate) fn pop_ready(&self, head: &mut Head) -> Option<(CellId, u64)> {
+        let offset = head.pos % LAP;
+        if !head.block.is_null() && offset < BLOCK_CAP {
+            // SAFETY: the block is live (only the consumer frees blocks).
+            let block = unsafe { &*head.block };
+            let i = offset as usize;
+            // Acquire pairs with the producer's Release store of the id.
+            let c = block.cells[i].load(Ordering::Acquire);
+            if c != 0 {
+                head.pos += 1;
+                self.publish(head);
+                return Some((c - 1, block.starts[i].load(Ordering::Relaxed)));
+            }
+        }
+        self.pop(head, self.tail())
+    }
+
     /// The entry [`Queue::pop`] would return, left in place (the head may
     /// move past a block boundary). Consumer only.
     pub(crate) fn front(&self, head: &mut Head, end: Tail) -> Option<(CellId, u64)> {
