@@ -43,18 +43,11 @@ impl Queue {
         // The common case: a written place inside the current block. With
         // the head at a place (not a lap's marker), positions compare as
         // their counts do (`count` is monotonic and strict below a marker),
-        // so the test needs no division.
-        let offset = head.pos % LAP;
-        if !head.block.is_null() && offset < BLOCK_CAP && head.pos < end.pos() {
-            // SAFETY: the block is live (only the consumer frees blocks).
-            let block = unsafe { &*head.block };
-            let i = offset as usize;
-            // Acquire pairs with the producer's Release store of the id.
-            let c = block.cells[i].load(Ordering::Acquire);
-            if c != 0 {
-                head.pos += 1;
-                self.publish(head);
-                return Some((c - 1, block.starts[i].load(Ordering::Relaxed)));
+        // so the test needs no division; at a marker `take_written` declines
+        // whatever the test said.
+        if head.pos < end.pos() {
+            if let Some(entry) = self.take_written(head) {
+                return Some(entry);
             }
         }
         self.read(head, end, true)
@@ -68,20 +61,29 @@ impl Queue {
     /// is at a block boundary. Consumer only.
     #[inline]
     pub(crate) fn pop_ready(&self, head: &mut Head) -> Option<(CellId, u64)> {
+        self.take_written(head)
+            .or_else(|| self.pop(head, self.tail()))
+    }
+
+    /// The place at `head`, if it is a place of the head's block (not a
+    /// lap's marker) and written: its entry, and the head moves past it.
+    #[inline(always)]
+    fn take_written(&self, head: &mut Head) -> Option<(CellId, u64)> {
         let offset = head.pos % LAP;
-        if !head.block.is_null() && offset < BLOCK_CAP {
-            // SAFETY: the block is live (only the consumer frees blocks).
-            let block = unsafe { &*head.block };
-            let i = offset as usize;
-            // Acquire pairs with the producer's Release store of the id.
-            let c = block.cells[i].load(Ordering::Acquire);
-            if c != 0 {
-                head.pos += 1;
-                self.publish(head);
-                return Some((c - 1, block.starts[i].load(Ordering::Relaxed)));
-            }
+        if head.block.is_null() || offset >= BLOCK_CAP {
+            return None;
         }
-        self.pop(head, self.tail())
+        // SAFETY: the block is live (only the consumer frees blocks).
+        let block = unsafe { &*head.block };
+        let i = offset as usize;
+        // Acquire pairs with the producer's Release store of the id.
+        let c = block.cells[i].load(Ordering::Acquire);
+        if c == 0 {
+            return None;
+        }
+        head.pos += 1;
+        self.publish(head);
+        Some((c - 1, block.starts[i].load(Ordering::Relaxed)))
     }
 
     /// The entry [`Queue::pop`] would return, left in place (the head may
