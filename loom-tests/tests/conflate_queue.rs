@@ -55,25 +55,8 @@ fn pushes_vs_cut_each_entry_once_on_its_side_of_the_cut() {
             p.join().unwrap();
         }
         let rest = q.drain(&mut head);
-        let all: Vec<u32> = cut.iter().chain(&rest).map(|&(c, _)| c).collect();
-        let mut sorted = all.clone();
-        sorted.sort_unstable();
-        assert_eq!(
-            sorted,
-            vec![0, 1, 2, 3],
-            "every entry exactly once: {all:?}"
-        );
-        for p in 0..2u32 {
-            let mine: Vec<u32> = all.iter().copied().filter(|c| c / 2 == p).collect();
-            assert_eq!(mine, vec![p * 2, p * 2 + 1], "one producer's order");
-        }
-        for &(c, start) in cut.iter().chain(&rest) {
-            assert_eq!(
-                start,
-                u64::from(c) * 10,
-                "the entry's start travels with it"
-            );
-        }
+        let all: Vec<(u32, u64)> = cut.iter().chain(&rest).copied().collect();
+        assert_each_entry_once_in_its_producers_order(&all);
         for &(c, _) in &cut {
             let epoch = landed[c as usize].load(Ordering::Relaxed) - 1;
             assert_eq!(
@@ -134,30 +117,37 @@ fn pushes_vs_pop_each_entry_once() {
         while let Some(e) = q.pop(&mut head) {
             all.push(e);
         }
-        let ids: Vec<u32> = all.iter().map(|&(c, _)| c).collect();
-        let mut sorted = ids.clone();
-        sorted.sort_unstable();
-        assert_eq!(
-            sorted,
-            vec![0, 1, 2, 3],
-            "every entry exactly once: {ids:?}"
-        );
-        for p in 0..2u32 {
-            let mine: Vec<u32> = ids.iter().copied().filter(|c| c / 2 == p).collect();
-            assert_eq!(mine, vec![p * 2, p * 2 + 1], "one producer's order");
-        }
-        for &(c, start) in &all {
-            assert_eq!(
-                start,
-                u64::from(c) * 10,
-                "the entry's start travels with it"
-            );
-        }
+        assert_each_entry_once_in_its_producers_order(&all);
         match Arc::try_unwrap(q) {
             Ok(q) => q.release(&head),
             Err(_) => unreachable!("every producer joined"),
         }
     });
+}
+
+/// The two-producer models' check: entries 0 to 3 (producer `id / 2`,
+/// start `id * 10`) each exactly once, each producer's in its order, each
+/// with its start.
+fn assert_each_entry_once_in_its_producers_order(all: &[(u32, u64)]) {
+    let ids: Vec<u32> = all.iter().map(|&(c, _)| c).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        vec![0, 1, 2, 3],
+        "every entry exactly once: {ids:?}"
+    );
+    for p in 0..2u32 {
+        let mine: Vec<u32> = ids.iter().copied().filter(|c| c / 2 == p).collect();
+        assert_eq!(mine, vec![p * 2, p * 2 + 1], "one producer's order");
+    }
+    for &(c, start) in all {
+        assert_eq!(
+            start,
+            u64::from(c) * 10,
+            "the entry's start travels with it"
+        );
+    }
 }
 
 /// The consumer announces it parks while a producer pushes: exactly when the
