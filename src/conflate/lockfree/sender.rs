@@ -101,15 +101,14 @@ where
         let shared = &*self.shared;
         // The no-receiver fast path: one Acquire load and an owned count.
         let now = shared.state.load();
+        if now.open_and_idle() {
+            shared.stripes.count_mine();
+            return Ok(());
+        }
         if now.tx_closed() {
             return shared.refuse(key, value);
         }
-        let stripe = shared.stripes.mine();
-        if now.idle() {
-            stripe.count();
-            return Ok(());
-        }
-        self.fan_out(stripe, key, value)
+        self.fan_out(shared.stripes.mine(), key, value)
     }
 
     /// The send proper, out of line so the fast path above stays small.

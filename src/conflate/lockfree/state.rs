@@ -29,6 +29,13 @@ impl Word {
         self.0 & (RECEIVER_MASK | RETAIN) == 0
     }
 
+    /// Open and idle: a send only counts itself (rule 4). One test of the
+    /// word for both, so the no-receiver path is one compare and branch.
+    #[inline]
+    pub(crate) fn open_and_idle(self) -> bool {
+        self.0 & (TX_CLOSED | RECEIVER_MASK | RETAIN) == 0
+    }
+
     /// A send that entered may publish: not closed, not idle, not
     /// quiescing (one test of the word for the path every send takes;
     /// `Sender::held_off` sorts out the rest).
