@@ -7,7 +7,7 @@
 //! -p keybus-loom-tests --test conflate_stripes MODEL`.
 #![cfg(loom)]
 
-use keybus::conflate::__loom::StripesModel;
+use keybus::conflate::__loom::{StripesModel, ThreadCountsModel};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -99,5 +99,37 @@ fn a_send_leaving_after_a_close_sees_it_when_a_receiver_waits_for_it() {
                 "a receiver waits for a send that left without waking it"
             );
         }
+    });
+}
+
+/// A count with a slot per thread (`ThreadCounts`, a receiver's `filtered`):
+/// two threads' first adds race to install the chunk both their slots are
+/// in, while another thread sums. Every add is counted once: the sum never
+/// exceeds the adds made, and it is exact once the adders are joined. Trap:
+/// a chunk installed over another thread's (that thread's adds lost with
+/// it), or a slot read before its zeroed chunk was published.
+///
+/// Rule: conflate 13 (`filtered`, kept with no shared read-modify-write).
+/// Mutant: t (`.ci/mutants`).
+#[test]
+fn thread_counts_first_adds_race_to_install_one_chunk() {
+    loom::model(|| {
+        let counts = Arc::new(ThreadCountsModel::default());
+        let adders: Vec<_> = [2, 1]
+            .into_iter()
+            .map(|n| {
+                let counts = counts.clone();
+                thread::spawn(move || {
+                    for _ in 0..n {
+                        counts.add_one();
+                    }
+                })
+            })
+            .collect();
+        assert!(counts.sum() <= 3, "never more than the adds made");
+        for a in adders {
+            a.join().unwrap();
+        }
+        assert_eq!(counts.sum(), 3, "every add counted once");
     });
 }

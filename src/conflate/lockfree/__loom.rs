@@ -4,7 +4,7 @@
 
 use super::queue::{Head, Queue};
 use super::state::HubState;
-use super::stripes::Stripes;
+use super::stripes::{Stripes, ThreadCounts};
 use crate::conflate::common::hub_word::HubWord;
 
 /// A cell receiver's first-touch queue and its consumer's head.
@@ -156,5 +156,28 @@ impl StripesModel {
     /// Sends counted.
     pub fn sent(&self) -> u64 {
         self.stripes.sent()
+    }
+}
+
+/// A count many threads add to without a shared read-modify-write
+/// (`ThreadCounts`, a receiver's `filtered`): per-thread slots in chunks
+/// installed on first use, two model threads to a chunk.
+pub struct ThreadCountsModel(ThreadCounts);
+
+impl Default for ThreadCountsModel {
+    fn default() -> Self {
+        ThreadCountsModel(ThreadCounts::new(true))
+    }
+}
+
+impl ThreadCountsModel {
+    /// Adds one for this model thread.
+    pub fn add_one(&self) {
+        self.0.add_one();
+    }
+
+    /// The count (exact once no adder runs).
+    pub fn sum(&self) -> u64 {
+        self.0.sum()
     }
 }

@@ -24,6 +24,7 @@ mod shared;
 mod slab;
 mod state;
 pub(crate) mod stripes;
+mod thread_slots;
 mod tickets;
 mod watch;
 

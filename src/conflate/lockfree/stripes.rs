@@ -4,6 +4,7 @@
 
 use super::barrier;
 use super::state::HubState;
+use super::thread_slots::Slots;
 use crate::conflate::common::hub_word::HubWord;
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
@@ -12,14 +13,13 @@ const SEND: u64 = 1 << 16;
 /// The in-flight count (0 or 1 for an owned stripe).
 const FLIGHT: u64 = SEND - 1;
 
-#[cfg(not(any(loom, shuttle)))]
-const CHUNK: usize = 64;
+/// Chunks of thread indices per hub (4,096 indices, 64 to a chunk): a
+/// thread past them uses the shared stripe.
 #[cfg(not(any(loom, shuttle)))]
 const CHUNKS: usize = 64;
-
-/// One hub's stripes for 64 thread indices.
-#[cfg(not(any(loom, shuttle)))]
-struct Chunk([std::sync::atomic::AtomicU64; CHUNK]);
+/// Chunks of model-thread indices for a `ThreadCounts` (two to a chunk).
+#[cfg(any(loom, shuttle))]
+const CHUNKS: usize = 2;
 
 /// Model threads per hub that get a stripe of their own (more share the
 /// shared stripe).
@@ -32,7 +32,7 @@ pub(crate) struct Stripes {
     #[cfg(not(any(loom, shuttle)))]
     id: u64,
     #[cfg(not(any(loom, shuttle)))]
-    chunks: Box<[std::sync::atomic::AtomicPtr<Chunk>]>,
+    slots: Slots,
     #[cfg(any(loom, shuttle))]
     model: [AtomicU64; MODEL_STRIPES],
     /// Which model thread owns which of `model` (a plain mutex: model
@@ -158,9 +158,7 @@ impl Stripes {
                 NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             },
             #[cfg(not(any(loom, shuttle)))]
-            chunks: (0..CHUNKS)
-                .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
+            slots: Slots::new(CHUNKS),
             #[cfg(any(loom, shuttle))]
             model: std::array::from_fn(|_| AtomicU64::new(0)),
             #[cfg(any(loom, shuttle))]
@@ -184,17 +182,10 @@ impl Stripes {
             // SAFETY: as in `mine`.
             unsafe { &*stripe }
         } else {
-            let id = thread_index::peek();
-            let Some(cell) = self.chunks.get(id / CHUNK) else {
-                return false;
-            };
-            // Acquire: as in `lookup`.
-            let chunk = cell.load(O::Acquire);
-            if chunk.is_null() {
-                return false;
+            match self.slots.installed(thread_index::peek()) {
+                Some(stripe) => stripe,
+                None => return false,
             }
-            // SAFETY: as in `lookup`.
-            unsafe { &(*chunk).0[place(id)] }
         };
         // Relaxed: only this thread writes its stripe.
         stripe.load(O::Relaxed) & FLIGHT != 0
@@ -265,22 +256,10 @@ impl Stripes {
     #[cfg(not(any(loom, shuttle)))]
     #[cold]
     fn lookup(&self) -> Stripe<'_> {
-        use std::sync::atomic::Ordering as O;
-        let id = thread_index::get();
-        let Some(cell) = self.chunks.get(id / CHUNK) else {
+        let Some(stripe) = self.slots.slot(thread_index::get()) else {
             return Stripe::Shared(&self.shared);
         };
-        // Acquire pairs with the Release of the CAS that installed the chunk:
-        // its zeroed stripes are visible.
-        let chunk = cell.load(O::Acquire);
-        let chunk = if chunk.is_null() {
-            self.install(id / CHUNK)
-        } else {
-            chunk
-        };
-        // SAFETY: `chunk` came from `Box::into_raw` in `install` and is freed
-        // only in `drop`, which has `&mut self`.
-        let stripe = unsafe { &(*chunk).0[place(id)] };
+        // The slots live as long as `self` (see `mine`).
         thread_index::CACHE.with(|c| c.set((self.id, stripe as *const _)));
         Stripe::Own(stripe)
     }
@@ -313,14 +292,6 @@ impl Stripes {
         }
     }
 
-    /// Allocates chunk `c` unless another thread just did; returns the one
-    /// installed.
-    #[cfg(not(any(loom, shuttle)))]
-    #[cold]
-    fn install(&self, c: usize) -> *mut Chunk {
-        install_chunk(&self.chunks[c])
-    }
-
     /// Runs `f` on every stripe: the shared one first, then each allocated
     /// one (`true` for owned stripes).
     fn each(&self, mut f: impl FnMut(&AtomicU64, bool)) {
@@ -330,16 +301,7 @@ impl Stripes {
             f(w, true);
         }
         #[cfg(not(any(loom, shuttle)))]
-        for cell in self.chunks.iter() {
-            let chunk = cell.load(std::sync::atomic::Ordering::Acquire);
-            if !chunk.is_null() {
-                // SAFETY: as in `lookup`.
-                let chunk = unsafe { &*chunk };
-                for w in &chunk.0 {
-                    f(w, true);
-                }
-            }
-        }
+        self.slots.each(|w| f(w, true));
     }
 
     /// Accepted sends: exact once no send runs, lagging otherwise. Relaxed:
@@ -385,58 +347,21 @@ impl Stripes {
     }
 }
 
-#[cfg(not(any(loom, shuttle)))]
-impl Drop for Stripes {
-    fn drop(&mut self) {
-        free_chunks(&mut self.chunks);
-    }
-}
-
-/// Allocates the chunk of `cell` unless another thread just did; returns the
-/// one installed.
-#[cfg(not(any(loom, shuttle)))]
-#[cold]
-fn install_chunk(cell: &std::sync::atomic::AtomicPtr<Chunk>) -> *mut Chunk {
-    use std::sync::atomic::Ordering as O;
-    let fresh = Box::into_raw(Box::new(Chunk(std::array::from_fn(|_| {
-        std::sync::atomic::AtomicU64::new(0)
-    }))));
-    // AcqRel: Release publishes the zeroed chunk; Acquire (on failure too)
-    // sees the winner's.
-    match cell.compare_exchange(std::ptr::null_mut(), fresh, O::AcqRel, O::Acquire) {
-        Ok(_) => fresh,
-        Err(winner) => {
-            // SAFETY: `fresh` was never shared.
-            drop(unsafe { Box::from_raw(fresh) });
-            winner
-        }
-    }
-}
-
-/// Frees every chunk `install_chunk` put in `cells`.
-#[cfg(not(any(loom, shuttle)))]
-fn free_chunks(cells: &mut [std::sync::atomic::AtomicPtr<Chunk>]) {
-    for cell in cells.iter_mut() {
-        let chunk = *cell.get_mut();
-        if !chunk.is_null() {
-            // SAFETY: from `Box::into_raw` in `install_chunk`; `&mut`: nobody
-            // else uses it.
-            drop(unsafe { Box::from_raw(chunk) });
-        }
-    }
-}
-
 /// A count that many threads add to without a shared read-modify-write: one
-/// slot per thread index (the stripes' indices and chunks), each written by
-/// its thread alone with a plain load and store, and a shared word with
+/// slot per thread index (`Slots`, as the stripes), each written by its
+/// thread alone with a plain load and store, and a shared word with
 /// `fetch_add` for a thread without an index (past 4,096 threads, or one
 /// exiting). The sum is exact once no adder runs, lagging otherwise (as
 /// [`Stripes::sent`]). For a receiver's `filtered` count (conflate rule 13:
 /// keeping stats adds no shared read-modify-write to any send). Under loom
-/// and shuttle, the shared word only.
+/// and shuttle, model threads take indices in the order they first add (two
+/// to a chunk, four in all), so the models explore the same slots.
 pub(crate) struct ThreadCounts {
-    #[cfg(not(any(loom, shuttle)))]
-    chunks: Box<[std::sync::atomic::AtomicPtr<Chunk>]>,
+    slots: Slots,
+    /// Which model thread has which index (bookkeeping, not protocol, as
+    /// `Stripes::owners`).
+    #[cfg(any(loom, shuttle))]
+    owners: std::sync::Mutex<Vec<ModelThread>>,
     shared: AtomicU64,
 }
 
@@ -445,12 +370,10 @@ impl ThreadCounts {
     /// shared word's; for a count that is never added to, which then costs
     /// no allocation).
     pub(crate) fn new(per_thread: bool) -> Self {
-        let _ = per_thread;
         ThreadCounts {
-            #[cfg(not(any(loom, shuttle)))]
-            chunks: (0..if per_thread { CHUNKS } else { 0 })
-                .map(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
+            slots: Slots::new(if per_thread { CHUNKS } else { 0 }),
+            #[cfg(any(loom, shuttle))]
+            owners: std::sync::Mutex::new(Vec::new()),
             shared: AtomicU64::new(0),
         }
     }
@@ -459,63 +382,49 @@ impl ThreadCounts {
     /// as `Stripes::sent` is).
     #[inline]
     pub(crate) fn add_one(&self) {
-        #[cfg(not(any(loom, shuttle)))]
-        {
-            use std::sync::atomic::Ordering as O;
-            let id = thread_index::get();
-            if let Some(cell) = self.chunks.get(id / CHUNK) {
-                // Acquire: as in `Stripes::lookup`.
-                let mut chunk = cell.load(O::Acquire);
-                if chunk.is_null() {
-                    chunk = install_chunk(cell);
-                }
-                // SAFETY: `chunk` came from `install_chunk` and is freed only
-                // by `drop(&mut self)`.
-                let slot = unsafe { &(*chunk).0[place(id)] };
-                // Only this thread writes its slot (thread indices are unique
-                // among live threads; the index's mutex orders a previous
-                // owner's last store before this load).
-                slot.store(slot.load(O::Relaxed) + 1, O::Relaxed);
-                return;
+        match self.slots.slot(self.my_index()) {
+            // Only this thread writes its slot (thread indices are unique
+            // among live threads; the index's mutex orders a previous
+            // owner's last store before this load).
+            Some(slot) => slot.store(slot.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+            None => {
+                self.shared.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.shared.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// This thread's index (`thread_index::NONE`, past every chunk, if it
+    /// has none).
+    #[cfg(not(any(loom, shuttle)))]
+    #[inline]
+    fn my_index(&self) -> usize {
+        thread_index::get()
+    }
+
+    /// This model thread's index: the order it first added in.
+    #[cfg(any(loom, shuttle))]
+    fn my_index(&self) -> usize {
+        #[cfg(loom)]
+        let me = loom::thread::current().id();
+        #[cfg(all(shuttle, not(loom)))]
+        let me = shuttle::thread::current().id();
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        match owners.iter().position(|t| *t == me) {
+            Some(at) => at,
+            None => {
+                owners.push(me);
+                owners.len() - 1
+            }
+        }
     }
 
     /// The count: exact once no adder runs. Relaxed: whatever made the adds
     /// finish for the reader orders their stores before these loads.
     pub(crate) fn sum(&self) -> u64 {
-        #[allow(unused_mut)]
         let mut sum = self.shared.load(Ordering::Relaxed);
-        #[cfg(not(any(loom, shuttle)))]
-        for cell in self.chunks.iter() {
-            let chunk = cell.load(std::sync::atomic::Ordering::Acquire);
-            if !chunk.is_null() {
-                // SAFETY: as in `add_one`.
-                let chunk = unsafe { &*chunk };
-                sum += chunk
-                    .0
-                    .iter()
-                    .map(|w| w.load(std::sync::atomic::Ordering::Relaxed))
-                    .sum::<u64>();
-            }
-        }
+        self.slots.each(|w| sum += w.load(Ordering::Relaxed));
         sum
     }
-}
-
-#[cfg(not(any(loom, shuttle)))]
-impl Drop for ThreadCounts {
-    fn drop(&mut self) {
-        free_chunks(&mut self.chunks);
-    }
-}
-
-/// Where thread index `id`'s stripe sits in its chunk. Stride: indices 0..8
-/// land on 8 different cache lines.
-#[cfg(not(any(loom, shuttle)))]
-fn place(id: usize) -> usize {
-    (id % CHUNK % 8) * 8 + id % CHUNK / 8
 }
 
 #[cfg(not(any(loom, shuttle)))]
