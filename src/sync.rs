@@ -5,9 +5,9 @@
 //! be explored exhaustively by the models in `loom-tests/`, and `--cfg shuttle`
 //! swaps in shuttle's, for the randomized schedules of `loom-tests/tests/shuttle_*.rs`. Code
 //! elsewhere names `std::sync::atomic` only for what no model should explore:
-//! the per-thread `sent` stripes' storage and thread indices
-//! (`conflate/lockfree/stripes.rs`, whose protocol the loom models drive
-//! through this module's types), the asymmetric fence's once-per-process
+//! the process-wide thread indices and hub ids of the per-thread stripes
+//! (`conflate/lockfree/stripes.rs`; the stripes' words, `thread_slots.rs`,
+//! are this module's types), the asymmetric fence's once-per-process
 //! choice and its non-model fences (`conflate/lockfree/barrier.rs`; under the
 //! models it uses this module's `fence`), unit tests, and the `metrics`
 //! recorder's refusal counters.

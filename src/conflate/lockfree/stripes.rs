@@ -176,7 +176,6 @@ impl Stripes {
     /// time.
     #[cfg(not(any(loom, shuttle)))]
     pub(crate) fn in_flight_here(&self) -> bool {
-        use std::sync::atomic::Ordering as O;
         let (cached, stripe) = thread_index::CACHE.with(std::cell::Cell::get);
         let stripe = if cached == self.id {
             // SAFETY: as in `mine`.
@@ -188,7 +187,7 @@ impl Stripes {
             }
         };
         // Relaxed: only this thread writes its stripe.
-        stripe.load(O::Relaxed) & FLIGHT != 0
+        stripe.load(Ordering::Relaxed) & FLIGHT != 0
     }
 
     /// [`Stripes::in_flight_here`] for a model thread.
