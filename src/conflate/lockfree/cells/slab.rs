@@ -198,6 +198,22 @@ impl<K, V> CellData<K, V> {
         V: Clone,
     {
         let want = PENDING | u16::from(epoch);
+        match self.take_common((id as usize) < INLINE, id, want) {
+            Some((key, value, _)) => Some((key, Some(value))),
+            None => self.take_other_entry(id, want),
+        }
+    }
+
+    /// [`CellData::take_entry`] where [`CellData::take_common`] declined: a
+    /// mark on the heap, a value a hard close dropped, or a mark not pending
+    /// in the entry's epoch.
+    #[cold]
+    #[inline(never)]
+    fn take_other_entry(&mut self, id: u32, want: u16) -> Option<(K, Option<V>)>
+    where
+        K: Clone,
+        V: Clone,
+    {
         let inline = !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE;
         let mark = if inline {
             // SAFETY: without `HEAP_MARKS` the union holds the inline array;
@@ -227,8 +243,8 @@ impl<K, V> CellData<K, V> {
         Some((key, value))
     }
 
-    /// [`CellData::take_entry`] in the common case only, for a cut: an
-    /// inline mark (`inline`: `id` is below `INLINE`) pending in the entry's
+    /// A take in the common case only (a cut's, and the first try of
+    /// [`CellData::take_entry`]): an inline mark (`inline`: `id` is below `INLINE`) pending in the entry's
     /// epoch (`want`: `PENDING | epoch`), and a value. Returns the key, the
     /// value, and whether the cell is idle now; `None`, changing nothing,
     /// otherwise (the caller then takes the general path). User code first,
