@@ -227,7 +227,7 @@
 //! keeps its own values, sharded, and costs one shard lock per send on top.
 //!
 //! A cut (`try_recv_all`) is one read-modify-write of the receiver's queue word;
-//! it then takes its entries 32 at a time, so a publisher waits for at most one
+//! it then takes its entries 16 at a time, so a publisher waits for at most one
 //! such window, whatever the backlog. With `retain_latest` the cells are the
 //! state table, so keeping it costs a send nothing more. A snapshot receiver's
 //! registration holds sends off while it copies the table (only hubs with a

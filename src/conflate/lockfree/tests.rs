@@ -284,7 +284,7 @@ fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
     assert_eq!(delivered, rounds * 2, "the stable receiver got every send");
 }
 
-/// A cut whose `V::clone` panics in its fifth window (a `retain_latest` hub:
+/// A cut whose `V::clone` panics in its tenth window (a `retain_latest` hub:
 /// the cut clones what the table keeps): the events written before the
 /// panic, in earlier windows and in its own, are dropped with the batch
 /// (miri checks they are neither leaked nor dropped twice), every entry not
@@ -304,7 +304,7 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
     let tx = hub.sender();
     let mut rx = hub.receiver();
-    // 200 keys: seven windows of the cut; the poisoned value in the fifth.
+    // 200 keys: thirteen windows of the cut; the poisoned value in the tenth.
     for k in 0..200u32 {
         let v = if k == 150 {
             "poison".to_string()

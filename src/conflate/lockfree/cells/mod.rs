@@ -85,7 +85,12 @@ impl<K, V> Drop for Held<'_, K, V> {
 
 /// A cut takes its entries this many at a time, holding the shards they name
 /// (see `Cells::take_batch_into`): a publisher waits for at most one window.
-const CUT_WINDOW: usize = 32;
+/// Sixteen, not 32: with many consumers cutting on two cores, a consumer
+/// preempted while it held a window's 20-odd shards stalled every other
+/// thread behind them (1 sender → 16 `try_recv_all` consumers: 1.3–8.8 ×
+/// baseline with 32, 4.2–15.6 with 16); a lone cut takes as long with
+/// either (docs/performance.md).
+const CUT_WINDOW: usize = 16;
 
 /// The shard of a hash (bits 40 and up; the index uses the low 32).
 pub(crate) fn shard_of(hash: u64) -> usize {
