@@ -336,3 +336,54 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
         }][..])
     );
 }
+
+/// Cell receivers past the four whose marks fit in a cell: every cell's
+/// marks live in its vector then, and pops, cuts and re-pends take the
+/// common paths there too. Every receiver gets every key once per round,
+/// with its sends counted, and the books balance.
+#[test]
+fn receivers_past_the_inline_marks_take_and_re_pend_exactly() {
+    let hub: Hub<u32, String> = Hub::new();
+    let tx = hub.sender();
+    let mut rxs: Vec<_> = (0..6).map(|_| hub.receiver()).collect();
+    for round in 0..3u32 {
+        for k in 0..5u32 {
+            tx.send(k, format!("{round}.{k}.a")).unwrap();
+            tx.send(k, format!("{round}.{k}")).unwrap();
+        }
+        for (i, rx) in rxs.iter_mut().enumerate() {
+            let got: Vec<_> = if i % 2 == 0 {
+                std::iter::from_fn(|| rx.try_recv().ok()).collect()
+            } else {
+                rx.try_recv_all().unwrap()
+            };
+            let want: Vec<_> = (0..5u32)
+                .map(|k| crate::Event {
+                    key: k,
+                    value: format!("{round}.{k}"),
+                    sends: 2,
+                })
+                .collect();
+            assert_eq!(got, want, "receiver {i}, round {round}");
+        }
+    }
+    // A key taken at a receiver past the inline four while the others still
+    // have it pending, then sent again: the send re-pends it there only.
+    tx.send(9, "old".into()).unwrap();
+    assert_eq!(rxs[5].try_recv_all().unwrap()[0].value, "old");
+    tx.send(9, "new".into()).unwrap();
+    for rx in rxs.iter_mut() {
+        let last = std::iter::from_fn(|| rx.try_recv().ok()).last().unwrap();
+        assert_eq!((last.key, last.value.as_str()), (9, "new"));
+    }
+    let stats: Vec<_> = rxs.iter().map(|rx| rx.stats()).collect();
+    for s in &stats {
+        assert_eq!(s.pending, 0);
+        assert_eq!(
+            s.received,
+            s.folded + s.dropped + s.annihilated + s.overflowed
+        );
+    }
+    drop(rxs);
+    assert_eq!(tx.send(1, "x".into()), Ok(()));
+}

@@ -165,21 +165,40 @@ impl<K, V> CellData<K, V> {
     /// ones); panics before changing anything if the count would overflow.
     #[inline]
     pub(crate) fn set_mark(&mut self, id: u32, mark: u16) {
-        if !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE {
+        let heap = self.meta.has(Meta::HEAP_MARKS);
+        // SAFETY: read only with `HEAP_MARKS` (`heap`), which says the union
+        // holds the box.
+        let room = heap && (id as usize) < unsafe { self.marks.heap.len() };
+        let place = if !heap && (id as usize) < INLINE {
             // The common case: an inline mark.
             // SAFETY: without `HEAP_MARKS` the union holds the inline array.
-            let place = unsafe { &mut self.marks.inline[id as usize] };
-            let was = *place & PENDING != 0;
-            let now = mark & PENDING != 0;
+            unsafe { &mut self.marks.inline[id as usize] }
+        } else if room {
+            // A mark the cell's vector has room for (past four receivers).
+            // SAFETY: `HEAP_MARKS` says the union holds the box, and `id` is
+            // below the vector's length.
+            let heap = unsafe { &mut self.marks.heap };
+            &mut heap[id as usize]
+        } else {
+            return self.set_mark_slow(id, mark);
+        };
+        let was = *place & PENDING != 0;
+        let now = mark & PENDING != 0;
+        if now && !was {
+            // As `set_mark_slow`: never past the count's bits (only reachable
+            // with more than four receivers, each a mark).
+            assert!(
+                self.meta.0 & Meta::COUNT < Meta::COUNT,
+                "keybus: too many receivers with one key pending"
+            );
             *place = mark;
-            if now && !was {
-                self.meta.0 += 1;
-            } else if was && !now {
+            self.meta.0 += 1;
+        } else {
+            *place = mark;
+            if was && !now {
                 self.meta.0 -= 1;
             }
-            return;
         }
-        self.set_mark_slow(id, mark);
     }
 
     /// A take of receiver `id`'s entry pending in `epoch`: clones the key,
@@ -244,8 +263,9 @@ impl<K, V> CellData<K, V> {
     }
 
     /// A take in the common case only (a cut's, and the first try of
-    /// [`CellData::take_entry`]): an inline mark (`inline`: `id` is below `INLINE`) pending in the entry's
-    /// epoch (`want`: `PENDING | epoch`), and a value. Returns the key, the
+    /// [`CellData::take_entry`]): a mark pending in the entry's epoch
+    /// (`want`: `PENDING | epoch`), inline (`inline`: `id` is below `INLINE`)
+    /// or in the cell's vector of marks, and a value. Returns the key, the
     /// value, and whether the cell is idle now; `None`, changing nothing,
     /// otherwise (the caller then takes the general path). User code first,
     /// as there.
@@ -255,13 +275,20 @@ impl<K, V> CellData<K, V> {
         K: Clone,
         V: Clone,
     {
+        const HEAP_VALUE: u32 = Meta::HEAP_MARKS | Meta::HAS_VALUE;
         let meta = self.meta.0;
-        if !inline || meta & (Meta::HEAP_MARKS | Meta::HAS_VALUE) != Meta::HAS_VALUE {
-            return None;
-        }
-        // SAFETY: without `HEAP_MARKS` the union holds the inline array, and
-        // `id` is below its length (`inline`).
-        let mark = unsafe { &mut self.marks.inline[id as usize] };
+        let mark = match meta & HEAP_VALUE {
+            Meta::HAS_VALUE if inline => {
+                // SAFETY: without `HEAP_MARKS` the union holds the inline
+                // array, and `id` is below its length (`inline`).
+                unsafe { &mut self.marks.inline[id as usize] }
+            }
+            // Past four receivers, every cell a send marked for one of the
+            // later ids keeps its marks in a vector.
+            // SAFETY: `HEAP_MARKS` says the union holds the box.
+            HEAP_VALUE => unsafe { &mut self.marks.heap }.get_mut(id as usize)?,
+            _ => return None,
+        };
         if *mark != want {
             return None;
         }
