@@ -165,40 +165,21 @@ impl<K, V> CellData<K, V> {
     /// ones); panics before changing anything if the count would overflow.
     #[inline]
     pub(crate) fn set_mark(&mut self, id: u32, mark: u16) {
-        let heap = self.meta.has(Meta::HEAP_MARKS);
-        // SAFETY: read only with `HEAP_MARKS` (`heap`), which says the union
-        // holds the box.
-        let room = heap && (id as usize) < unsafe { self.marks.heap.len() };
-        let place = if !heap && (id as usize) < INLINE {
+        if !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE {
             // The common case: an inline mark.
             // SAFETY: without `HEAP_MARKS` the union holds the inline array.
-            unsafe { &mut self.marks.inline[id as usize] }
-        } else if room {
-            // A mark the cell's vector has room for (past four receivers).
-            // SAFETY: `HEAP_MARKS` says the union holds the box, and `id` is
-            // below the vector's length.
-            let heap = unsafe { &mut self.marks.heap };
-            &mut heap[id as usize]
-        } else {
-            return self.set_mark_slow(id, mark);
-        };
-        let was = *place & PENDING != 0;
-        let now = mark & PENDING != 0;
-        if now && !was {
-            // As `set_mark_slow`: never past the count's bits (only reachable
-            // with more than four receivers, each a mark).
-            assert!(
-                self.meta.0 & Meta::COUNT < Meta::COUNT,
-                "keybus: too many receivers with one key pending"
-            );
+            let place = unsafe { &mut self.marks.inline[id as usize] };
+            let was = *place & PENDING != 0;
+            let now = mark & PENDING != 0;
             *place = mark;
-            self.meta.0 += 1;
-        } else {
-            *place = mark;
-            if was && !now {
+            if now && !was {
+                self.meta.0 += 1;
+            } else if was && !now {
                 self.meta.0 -= 1;
             }
+            return;
         }
+        self.set_mark_slow(id, mark);
     }
 
     /// A take of receiver `id`'s entry pending in `epoch`: clones the key,
@@ -318,6 +299,29 @@ impl<K, V> CellData<K, V> {
 
     #[cold]
     fn set_mark_slow(&mut self, id: u32, mark: u16) {
+        if self.meta.has(Meta::HEAP_MARKS) {
+            // Past four receivers: a mark the cell's vector has room for
+            // first (kept out of `set_mark`, which stays small enough to be
+            // inlined into the send path).
+            // SAFETY: `HEAP_MARKS` says the union holds the box.
+            let heap = unsafe { &mut self.marks.heap };
+            if let Some(place) = heap.get_mut(id as usize) {
+                let was = *place & PENDING != 0;
+                let now = mark & PENDING != 0;
+                if now && !was {
+                    // As below: never past the count's bits.
+                    assert!(
+                        self.meta.0 & Meta::COUNT < Meta::COUNT,
+                        "keybus: too many receivers with one key pending"
+                    );
+                    self.meta.0 += 1;
+                } else if was && !now {
+                    self.meta.0 -= 1;
+                }
+                *place = mark;
+                return;
+            }
+        }
         let was = self.mark(id) & PENDING != 0;
         let now = mark & PENDING != 0;
         if now && !was {
