@@ -205,8 +205,8 @@ impl<K, V> CellData<K, V> {
     }
 
     /// [`CellData::take_entry`] where [`CellData::take_common`] declined: a
-    /// mark on the heap, a value a hard close dropped, or a mark not pending
-    /// in the entry's epoch.
+    /// value a hard close dropped, or a mark not pending in the entry's
+    /// epoch (a deposit's entry, or stale).
     #[cold]
     #[inline(never)]
     fn take_other_entry(&mut self, id: u32, want: u16) -> Option<(K, Option<V>)>

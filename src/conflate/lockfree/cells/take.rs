@@ -232,7 +232,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     }
 
     /// A cut's take of an entry [`CellData::take_common`] left alone: a
-    /// heap mark, a value a hard close dropped, a deposit, or a stale entry.
+    /// value a hard close dropped, a deposit, or a stale entry.
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
