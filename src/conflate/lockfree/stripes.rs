@@ -46,6 +46,27 @@ pub(crate) struct Stripes {
     pub(crate) light: barrier::Light,
 }
 
+/// The calling model thread's index in `owners` (the order the threads
+/// first asked in), taking the next one if it has none and `take` says so.
+/// Bookkeeping under a plain mutex, not protocol: model threads run one at
+/// a time.
+#[cfg(any(loom, shuttle))]
+fn model_index(owners: &std::sync::Mutex<Vec<ModelThread>>, take: bool) -> Option<usize> {
+    #[cfg(loom)]
+    let me = loom::thread::current().id();
+    #[cfg(all(shuttle, not(loom)))]
+    let me = shuttle::thread::current().id();
+    let mut owners = owners.lock().unwrap_or_else(|e| e.into_inner());
+    match owners.iter().position(|t| *t == me) {
+        Some(at) => Some(at),
+        None if take => {
+            owners.push(me);
+            Some(owners.len() - 1)
+        }
+        None => None,
+    }
+}
+
 #[cfg(loom)]
 type ModelThread = loom::thread::ThreadId;
 #[cfg(all(shuttle, not(loom)))]
@@ -193,16 +214,7 @@ impl Stripes {
     /// [`Stripes::in_flight_here`] for a model thread.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn in_flight_here(&self) -> bool {
-        #[cfg(loom)]
-        let me = loom::thread::current().id();
-        #[cfg(all(shuttle, not(loom)))]
-        let me = shuttle::thread::current().id();
-        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        match owners
-            .iter()
-            .position(|t| *t == me)
-            .and_then(|at| self.model.get(at))
-        {
+        match model_index(&self.owners, false).and_then(|at| self.model.get(at)) {
             Some(w) => w.load(Ordering::Relaxed) & FLIGHT != 0,
             None => false,
         }
@@ -273,18 +285,7 @@ impl Stripes {
     /// This model thread's stripe of this hub.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn mine(&self) -> Stripe<'_> {
-        #[cfg(loom)]
-        let me = loom::thread::current().id();
-        #[cfg(all(shuttle, not(loom)))]
-        let me = shuttle::thread::current().id();
-        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        let at = match owners.iter().position(|t| *t == me) {
-            Some(at) => at,
-            None => {
-                owners.push(me);
-                owners.len() - 1
-            }
-        };
+        let at = model_index(&self.owners, true).expect("taken if missing");
         match self.model.get(at) {
             Some(w) => Stripe::Own(w),
             None => Stripe::Shared(&self.shared),
@@ -403,18 +404,7 @@ impl ThreadCounts {
     /// This model thread's index: the order it first added in.
     #[cfg(any(loom, shuttle))]
     fn my_index(&self) -> usize {
-        #[cfg(loom)]
-        let me = loom::thread::current().id();
-        #[cfg(all(shuttle, not(loom)))]
-        let me = shuttle::thread::current().id();
-        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        match owners.iter().position(|t| *t == me) {
-            Some(at) => at,
-            None => {
-                owners.push(me);
-                owners.len() - 1
-            }
-        }
+        model_index(&self.owners, true).expect("taken if missing")
     }
 
     /// The count: exact once no adder runs. Relaxed: whatever made the adds

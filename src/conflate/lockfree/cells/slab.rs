@@ -297,41 +297,16 @@ impl<K, V> CellData<K, V> {
         Some((key, value, idle))
     }
 
+    /// [`CellData::set_mark`] for a mark in the cell's vector (an id past
+    /// the inline four, or a cell whose marks moved there): the vector is
+    /// made or grown first if the mark needs a place, then the mark and the
+    /// count change together. Panics before changing any mark or count if
+    /// the count would overflow.
     #[cold]
     fn set_mark_slow(&mut self, id: u32, mark: u16) {
-        if self.meta.has(Meta::HEAP_MARKS) {
-            // Past four receivers: a mark the cell's vector has room for
-            // first (kept out of `set_mark`, which stays small enough to be
-            // inlined into the send path).
-            // SAFETY: `HEAP_MARKS` says the union holds the box.
-            let heap = unsafe { &mut self.marks.heap };
-            if let Some(place) = heap.get_mut(id as usize) {
-                let was = *place & PENDING != 0;
-                let now = mark & PENDING != 0;
-                if now && !was {
-                    // As below: never past the count's bits.
-                    assert!(
-                        self.meta.0 & Meta::COUNT < Meta::COUNT,
-                        "keybus: too many receivers with one key pending"
-                    );
-                    self.meta.0 += 1;
-                } else if was && !now {
-                    self.meta.0 -= 1;
-                }
-                *place = mark;
-                return;
-            }
-        }
-        let was = self.mark(id) & PENDING != 0;
-        let now = mark & PENDING != 0;
-        if now && !was {
-            assert!(
-                self.pending() < Meta::COUNT,
-                "keybus: too many receivers with one key pending"
-            );
-        }
         let id = id as usize;
-        if !self.meta.has(Meta::HEAP_MARKS) && id >= INLINE {
+        if !self.meta.has(Meta::HEAP_MARKS) {
+            debug_assert!(id >= INLINE, "inline ids take set_mark's inline path");
             if mark == 0 {
                 return; // not pending, and nothing to clear
             }
@@ -342,24 +317,28 @@ impl<K, V> CellData<K, V> {
             self.marks.heap = ManuallyDrop::new(Box::new(heap));
             self.meta.set(Meta::HEAP_MARKS, true);
         }
-        if self.meta.has(Meta::HEAP_MARKS) {
-            // SAFETY: `HEAP_MARKS` says the union holds the box.
-            let heap = unsafe { &mut self.marks.heap };
-            if heap.len() <= id {
-                heap.resize(id + 1, 0);
+        // SAFETY: `HEAP_MARKS` (set above if it was not) says the union holds
+        // the box.
+        let heap = unsafe { &mut self.marks.heap };
+        if heap.len() <= id {
+            if mark == 0 {
+                return; // past the vector: not pending, nothing to clear
             }
-            heap[id] = mark;
-        } else {
-            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
-            unsafe { self.marks.inline[id] = mark };
+            heap.resize(id + 1, 0);
         }
-        if now != was {
-            if now {
-                self.meta.0 += 1;
-            } else {
-                self.meta.0 -= 1;
-            }
+        let place = &mut heap[id];
+        let was = *place & PENDING != 0;
+        let now = mark & PENDING != 0;
+        if now && !was {
+            assert!(
+                self.meta.0 & Meta::COUNT < Meta::COUNT,
+                "keybus: too many receivers with one key pending"
+            );
+            self.meta.0 += 1;
+        } else if was && !now {
+            self.meta.0 -= 1;
         }
+        *place = mark;
     }
 }
 
