@@ -185,10 +185,16 @@ where
                     }
                 }
             }
-            if let Some((after, oldest)) = gap {
+            if let Some((after, found)) = gap {
                 if acks.is_empty() && !failed {
                     // Everything before the gap is acked: move the stream's
-                    // first sequence to `oldest`, so remote readers see the gap.
+                    // first sequence to the ring's oldest, so remote readers
+                    // see the gap. The ring may have moved on while the acks
+                    // were awaited (an outage): purge to where it is now, so
+                    // one overrun is one gap, not one per read that saw it.
+                    reader.seek_to_oldest();
+                    let oldest = found.max(reader.cursor().revision() + 1);
+                    reader = self.buffer.reader_at(self.buffer.cursor_at(oldest - 1));
                     match stream.purge().sequence(oldest).await {
                         Ok(_) => {
                             self.shared.gaps.add(1);

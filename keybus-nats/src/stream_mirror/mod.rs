@@ -58,8 +58,10 @@ pub(crate) const DESCRIPTION: &str = "keybus broadcast mirror; buffer generation
 /// After any failed publish the mirror waits for the publishes in flight,
 /// backs off, reads the stream's last sequence `L` and resumes the buffer
 /// at `L`. If the buffer no longer holds `L + 1` (an outage longer than the
-/// ring), the buffer reports `Gap { after: L, oldest }` and the mirror purges
-/// the stream up to `oldest`, which moves the stream's first sequence there:
+/// ring), the buffer reports `Gap { after: L, oldest }`; once the publishes
+/// before it are acked, the mirror purges the stream up to the buffer's oldest
+/// revision at that moment (`oldest` or later, when the ring moved on while it
+/// waited), which moves the stream's first sequence there:
 /// remote readers then get exactly one `Gap` naming their cursor and `oldest`,
 /// never a silent skip, and the stream goes on at sequence `oldest`. The stream
 /// is created if missing (also when deleted under the mirror); it is bound to
