@@ -110,7 +110,20 @@ fn close_vs_send_exactly_one_outcome() {
 /// the send order. Mutant: a1, a2, a3, m (`.ci/mutants`).
 #[test]
 fn cut_is_one_instant_across_shards() {
-    loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver()));
+    loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver(), false));
+}
+
+/// The same race on cells that are already there, idle: both keys were sent
+/// and taken before, so the sends of `a` and `b` take the short path for the
+/// first send after a take (docs/design.md, "One cell per key"), and `b`'s
+/// push may land past the cut's instant before the cut moved the clock.
+///
+/// Rule: conflate 5 (one cut), trap 13. Trap: the short path not helping, so
+/// the second send of `a` takes the fast path past the cut. Mutant: a5
+/// (`.ci/mutants`).
+#[test]
+fn cut_is_one_instant_across_shards_warm_cells() {
+    loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver(), true));
 }
 
 /// The same cut for a receiver that keeps its own values (a key filter that
@@ -122,16 +135,28 @@ fn cut_is_one_instant_across_shards() {
 #[test]
 fn cut_is_one_instant_across_shards_own_values() {
     loom::model(|| {
-        cut_while_sending_a_b_a(|hub| hub.receiver_builder().key_filter(|_: &u32| true).build())
+        cut_while_sending_a_b_a(
+            |hub| hub.receiver_builder().key_filter(|_: &u32| true).build(),
+            false,
+        )
     });
 }
 
-/// One model run of the two tests above, with the receiver `receiver` makes.
-fn cut_while_sending_a_b_a(receiver: impl FnOnce(&Hub<u32, u32>) -> Receiver<u32, u32>) {
+/// One model run of the tests above, with the receiver `receiver` makes;
+/// `warm`: both keys are sent and taken first (their cells stay, idle).
+fn cut_while_sending_a_b_a(
+    receiver: impl FnOnce(&Hub<u32, u32>) -> Receiver<u32, u32>,
+    warm: bool,
+) {
     let (a, b) = two_shard_keys();
     let hub = Hub::<u32, u32>::new();
     let mut rx = receiver(&hub);
     let tx = hub.sender();
+    if warm {
+        tx.send(a, 0).unwrap();
+        tx.send(b, 0).unwrap();
+        assert_eq!(cut(&mut rx).len(), 2, "the warm-up batch: both keys");
+    }
     let sender = thread::spawn(move || {
         tx.send(a, 1).unwrap();
         tx.send(b, 1).unwrap();

@@ -112,7 +112,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let sh = shard.locked(ShardGuard::None);
         // The clock and the key's cell, under the lock (`Locked::look`).
         let (now, found) = sh.look(clock, hash32, key);
-        if let Some((_, place)) = found {
+        if let Some((i, place)) = found {
             // SAFETY: the shard lock is held and the place is in use
             // (indexed).
             let cell = unsafe { place.cell() };
@@ -130,6 +130,39 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 drop(guard);
                 drop(old);
                 return;
+            }
+            if !tombstone {
+                // SAFETY: the caller is in flight (this function's contract).
+                let rxs = unsafe { registry.cells() };
+                if let Some(rx) = rxs.single() {
+                    if cell.mark(rx.id) == 0 && (!self.retain || cell.retained()) {
+                        // The key's first send since its sole cell receiver
+                        // took it (`send_slow`'s steps for that case, written
+                        // out without its other cases, measured in
+                        // docs/performance.md).
+                        let was_idle = cell.idle();
+                        let seq = place.seq.load(Ordering::Relaxed);
+                        let pushed = rx.queue.push(cell_id(shard_of(hash), i), seq);
+                        help(rx, pushed.epoch, clock);
+                        cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
+                        let old = cell.replace_value(value);
+                        cell.stamp = now;
+                        // Relaxed: as on the fast path above.
+                        place.seq.store(seq + 1, Ordering::Relaxed);
+                        let mut sh = sh;
+                        // Pending here now: not idle.
+                        let freed = sh.settle_as(i, was_idle, false);
+                        debug_assert!(freed.is_none(), "a cell that stops being idle stays");
+                        // As on the fast path: `sh` owns nothing.
+                        std::mem::forget(sh);
+                        drop(guard);
+                        drop(old);
+                        if pushed.wake {
+                            rx.notify.notify(usize::MAX);
+                        }
+                        return;
+                    }
+                }
             }
         }
         let sh = sh.with_guard(ShardGuard::Spin(guard));
