@@ -144,7 +144,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                         let seq = place.seq.load(Ordering::Relaxed);
                         let pushed = rx.queue.push(cell_id(shard_of(hash), i), seq);
                         help(rx, pushed.epoch, clock);
-                        cell.set_mark(rx.id, PENDING | u16::from(pushed.epoch));
+                        cell.set_mark_from_none(rx.id, PENDING | u16::from(pushed.epoch));
                         let old = cell.replace_value(value);
                         cell.stamp = now;
                         // Relaxed: as on the fast path above.

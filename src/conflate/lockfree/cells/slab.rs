@@ -182,6 +182,23 @@ impl<K, V> CellData<K, V> {
         self.set_mark_slow(id, mark);
     }
 
+    /// [`CellData::set_mark`] for a mark that was 0 (the key not pending at
+    /// `id`) and becomes `mark`, pending: the common inline case written out
+    /// (the first send after a take).
+    #[inline(always)]
+    pub(crate) fn set_mark_from_none(&mut self, id: u32, mark: u16) {
+        debug_assert!(self.mark(id) == 0 && mark & PENDING != 0);
+        if !self.meta.has(Meta::HEAP_MARKS) && (id as usize) < INLINE {
+            // SAFETY: without `HEAP_MARKS` the union holds the inline array.
+            unsafe { self.marks.inline[id as usize] = mark };
+            // One more receiver has it pending. Without `HEAP_MARKS` only the
+            // four inline ids can be marked, so the count is at most four.
+            self.meta.0 += 1;
+            return;
+        }
+        self.set_mark_slow(id, mark);
+    }
+
     /// A take of receiver `id`'s entry pending in `epoch`: clones the key,
     /// and the value unless this was the last receiver with the key pending
     /// and the table does not keep it (then the value moves out), *then*

@@ -16,7 +16,7 @@ impl Queue {
     /// Appends an entry for `cell` whose sends are counted from `start`.
     /// One CAS on the tail word when uncontended; never waits for the consumer
     /// (only, at a block boundary, for the producer installing the next block).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&self, cell: CellId, start: u64) -> Pushed {
         // The common case: a place inside an installed block, no contention.
         let tail = self.tail.load(Ordering::Acquire);
