@@ -7,7 +7,9 @@
 //! `cargo test --release --test memory -- --nocapture` prints the table that
 //! `docs/performance.md` quotes. The assertions are loose bounds (the contract: a
 //! receiver's memory is bounded by its pending keys, never by the number of
-//! sends), not the numbers themselves.
+//! sends), not the numbers themselves. Two checks count what is left
+//! behind instead: heap bytes after key churn and annihilation, and copies of
+//! a value after a recurring key set is taken (none may outlive delivery).
 //!
 //! Hash tables and vectors grow by doubling, so bytes per key depend on where in
 //! its growth step a table is: the table reports several sizes.
@@ -274,5 +276,44 @@ fn key_churn_leaves_no_residue() {
             churn_residue::<conflate_api::Lockfree>(take, filtered);
             churn_residue::<conflate_api::Baseline>(take, filtered);
         }
+    }
+}
+
+/// A recurring key set leaves no copy of a value behind: every round sends
+/// each key again and takes them all, so the keys' cells (keybus) or slots
+/// (the baseline) are reused round after round, and once every event is
+/// dropped no value may live on in the hub (conflate rule 3). Counted with a
+/// shared token: each value is a clone of it, so its strong count is one plus
+/// the copies still alive anywhere.
+fn recurring_keys_leave_no_copies<I: Conflate>(take: Take) {
+    let name = I::NAME.replace(' ', "");
+    let token = std::sync::Arc::new(0u64);
+    let hub = Hub::<I, u64, std::sync::Arc<u64>>::new();
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    const KEYS: u64 = 1_000;
+    for round in 0..4 {
+        for k in 0..KEYS {
+            tx.send(k, token.clone()).unwrap();
+        }
+        let taken = match take {
+            Take::Cut => rx.try_recv_all().unwrap().len(),
+            Take::Pop => std::iter::from_fn(|| rx.try_recv().ok()).count(),
+        };
+        assert_eq!(taken as u64, KEYS, "{name}: one event per key");
+        assert_eq!(
+            std::sync::Arc::strong_count(&token),
+            1,
+            "{name} ({take:?}): values left in the hub after round {round}, \
+             every event dropped"
+        );
+    }
+}
+
+#[test]
+fn recurring_keys_leave_no_copies_behind() {
+    for take in [Take::Cut, Take::Pop] {
+        recurring_keys_leave_no_copies::<conflate_api::Lockfree>(take);
+        recurring_keys_leave_no_copies::<conflate_api::Baseline>(take);
     }
 }
