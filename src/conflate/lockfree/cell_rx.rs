@@ -12,7 +12,7 @@ use super::queue::{Head, Queue};
 use crate::conflate::common::counters::Consumed;
 use crate::conflate::common::removal::Correction;
 use crate::padding::Apart;
-use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify};
+use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Notify, Ordering};
 
 /// Where a cell receiver is registered, to pass to its constructor.
 pub(crate) type RxId = u32;
@@ -65,6 +65,49 @@ impl CellRx {
             name,
             correction,
         }
+    }
+}
+
+impl CellRx {
+    /// Makes a released receiver (nothing else holds it) into one just made by
+    /// [`CellRx::new`], in place: what it held goes as its drop would let it
+    /// go, and no allocation or copy of the whole structure is made. Every
+    /// field is named, so a new field cannot be left out.
+    pub(crate) fn renew(
+        &mut self,
+        new_id: RxId,
+        new_serial: u64,
+        new_name: Option<std::sync::Arc<str>>,
+        new_correction: Option<std::sync::Arc<Correction>>,
+    ) {
+        let CellRx {
+            id,
+            queue,
+            announced,
+            notify,
+            flags,
+            abandoned,
+            dropped_at_close,
+            walked_at_close,
+            consumed,
+            serial,
+            name,
+            correction,
+        } = self;
+        // What `Drop` does: the blocks from the consumer's last head on.
+        let head = lock(abandoned).take().unwrap_or_default();
+        queue.release(&head);
+        queue.renew();
+        *id = new_id;
+        announced.store(0, Ordering::Relaxed);
+        *notify = Notify::new();
+        *flags = CloseFlags::new();
+        dropped_at_close.store(0, Ordering::Relaxed);
+        walked_at_close.store(false, Ordering::Relaxed);
+        **consumed = Consumed::default();
+        *serial = new_serial;
+        *name = new_name;
+        *correction = new_correction;
     }
 }
 

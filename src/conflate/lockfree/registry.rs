@@ -501,6 +501,16 @@ pub(crate) type Unlisted<K, V> = (Vec<Arc<RxCore<K, V>>>, Vec<Arc<CellRx>>);
 pub(crate) struct Released<K, V> {
     #[allow(dead_code)]
     own: Vec<Arc<RxCore<K, V>>>,
-    #[allow(dead_code)]
     cells: Vec<Arc<CellRx>>,
+}
+
+impl<K, V> Released<K, V> {
+    /// Moves released cell receivers into `spare`, up to `cap` there, for
+    /// later registrations to reuse the allocations of those nothing else
+    /// holds by then (the receiver whose drop ran the collection still holds
+    /// itself now); the rest drop with `self`.
+    pub(crate) fn keep_cells(&mut self, spare: &mut Vec<Arc<CellRx>>, cap: usize) {
+        let room = cap.saturating_sub(spare.len()).min(self.cells.len());
+        spare.extend(self.cells.drain(..room));
+    }
 }

@@ -37,7 +37,15 @@ pub(crate) struct WriterState<K, V> {
     /// Set by `Hub::close_now`: receivers made afterwards are born closed.
     closed: bool,
     list: Writer<K, V>,
+    /// Cell receivers a collection released: their allocations, for the
+    /// next registrations (`SPARE_CELL_RXS` at most).
+    spare_cell_rxs: Vec<Arc<CellRx>>,
 }
+
+/// Released cell receivers kept for reuse: as many as a collection releases
+/// at once (a batch of retirements), so that a churn of registrations and
+/// drops allocates no receiver.
+const SPARE_CELL_RXS: usize = 32;
 
 pub(crate) struct Shared<K, V> {
     pub(crate) state: HubState,
@@ -94,6 +102,7 @@ impl<K, V> Shared<K, V> {
             writer: Mutex::new(WriterState {
                 closed: false,
                 list,
+                spare_cell_rxs: Vec::new(),
             }),
             hasher: KeyHasher::default(),
             cells: Cells::new(merge.clone(), retain, tombstones.clone()),
@@ -258,7 +267,20 @@ impl<K, V> Shared<K, V> {
     {
         self.forbid_inside_send("Hub::receiver (ReceiverBuilder::build)");
         let mut w = self.lock_writer();
-        let rx = Arc::new(CellRx::new(w.list.next_cell_id(), serial, name, correction));
+        let id = w.list.next_cell_id();
+        // A released receiver renewed in place if there is one (what it held
+        // is let go here, as its last `Arc` would have), else a new one: in a
+        // churn of registrations a malloc, a free and two copies of the
+        // receiver saved per registration (docs/design.md, "The registry").
+        let rx = match Self::unique_spare(&mut w.spare_cell_rxs) {
+            Some(mut spare) => {
+                Arc::get_mut(&mut spare)
+                    .expect("`unique_spare` returns a receiver only it holds")
+                    .renew(id, serial, name, correction);
+                spare
+            }
+            None => Arc::new(CellRx::new(id, serial, name, correction)),
+        };
         if self.born_closed(&w) {
             rx.close();
             return rx;
@@ -273,6 +295,23 @@ impl<K, V> Shared<K, V> {
         self.tick();
         self.state.add_receiver();
         rx
+    }
+
+    /// The last spare cell receiver nothing else holds (a watch may still
+    /// hold one), letting go of those it passes over.
+    fn unique_spare(spares: &mut Vec<Arc<CellRx>>) -> Option<Arc<CellRx>> {
+        while let Some(mut spare) = spares.pop() {
+            if Arc::get_mut(&mut spare).is_some() {
+                return Some(spare);
+            }
+        }
+        None
+    }
+
+    /// Released cell receivers kept for reuse.
+    #[cfg(test)]
+    pub(crate) fn spare_cell_rxs(&self) -> usize {
+        self.lock_writer().spare_cell_rxs.len()
     }
 
     /// Sets `QUIESCE` and waits until no send is in flight; the guard lets
@@ -359,7 +398,9 @@ impl<K, V> Shared<K, V> {
             return;
         }
         self.stripes.wait_for_sends_in_flight();
-        let released = w.list.collect(|rx| rx.clean_up(&self.cells));
+        let mut released = w.list.collect(|rx| rx.clean_up(&self.cells));
+        let WriterState { spare_cell_rxs, .. } = &mut *w;
+        released.keep_cells(spare_cell_rxs, SPARE_CELL_RXS);
         drop(w);
         // Receivers' last counts (and their queues), dropped outside the lock.
         drop(released);

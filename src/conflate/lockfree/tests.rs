@@ -284,6 +284,85 @@ fn receiver_churn_during_sends_frees_lists_only_after_their_grace_period() {
     assert_eq!(delivered, rounds * 2, "the stable receiver got every send");
 }
 
+/// A cell receiver released by a collection is renewed in place for the next
+/// registration: the new one shares nothing with its predecessor's life but
+/// the allocation. The old one was closed, named, had consumed and given up
+/// entries over several queue blocks, and parked; the new one starts open,
+/// unnamed, with no entry, no counts and epoch 0, and gets what is sent after
+/// it registered (unit tests collect at every retirement).
+#[test]
+fn a_renewed_cell_receiver_starts_as_new() {
+    use super::receiver::Kind;
+    let cell_rx = |rx: &super::Receiver<u32, u32>| match &rx.kind {
+        Kind::Cells(shared, _) => crate::sync::Arc::as_ptr(shared),
+        Kind::Own(..) => panic!("a plain receiver shares the cells"),
+    };
+    let hub: Hub<u32, u32> = Hub::new();
+    let tx = hub.sender();
+    let mut old = hub.receiver_builder().name("old").build();
+    let n = if cfg!(miri) { 140 } else { 400 };
+    for k in 0..n {
+        tx.send(k, 1).unwrap();
+    }
+    assert_eq!(old.try_recv().unwrap().key, 0);
+    assert_eq!(old.try_recv_all().unwrap().len() as u32, n - 1);
+    for k in 0..n {
+        tx.send(k, 2).unwrap();
+    }
+    let old_serial = hub.receivers()[0].id;
+    old.close();
+    let was = cell_rx(&old);
+    drop(old);
+    // The collection at its drop released it into the spares.
+    assert_eq!(hub.shared.spare_cell_rxs(), 1);
+    let mut new = hub.receiver();
+    assert_eq!(hub.shared.spare_cell_rxs(), 0);
+    assert_eq!(cell_rx(&new), was, "the released allocation is reused");
+    assert!(!new.is_closed());
+    assert_eq!(new.len(), 0);
+    assert_eq!(new.try_recv(), Err(TryRecvError::Empty));
+    let info = hub.receivers();
+    assert_eq!(info.len(), 1);
+    assert_eq!(info[0].name, None);
+    assert_ne!(info[0].id, old_serial, "a new receiver's number");
+    // SAFETY: `was` is `new`'s shared part (asserted above), which `new`
+    // keeps alive; only its atomics are read, through a shared reference.
+    let renewed = unsafe { &*was };
+    // No cut announced yet: a send seeing epoch 1 before the first cut
+    // announces it must help (`cells::help`).
+    assert_eq!(renewed.announced.load(crate::sync::Ordering::Relaxed), 0);
+    assert!(
+        renewed.queue.tail().is_new(),
+        "an empty queue at position 0"
+    );
+    let stats = new.stats();
+    assert_eq!(
+        (
+            stats.received,
+            stats.delivered,
+            stats.folded,
+            stats.dropped,
+            stats.pending
+        ),
+        (0, 0, 0, 0, 0)
+    );
+    for k in [7, 3, 7] {
+        tx.send(k, 5).unwrap();
+    }
+    let batch: Vec<_> = new
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.key, e.value, e.sends))
+        .collect();
+    assert_eq!(batch, vec![(7, 5, 2), (3, 5, 1)]);
+    tx.send(1, 9).unwrap();
+    assert_eq!(new.recv().unwrap().key, 1);
+    drop(tx);
+    drop(hub);
+    assert!(new.recv().is_err(), "closed once the last sender went");
+}
+
 /// A cut whose `V::clone` panics in its tenth window (a `retain_latest` hub:
 /// the cut clones what the table keeps): the events written before the
 /// panic, in earlier windows and in its own, are dropped with the batch

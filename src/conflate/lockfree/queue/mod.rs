@@ -94,6 +94,12 @@ impl Tail {
     fn parked(self) -> bool {
         self.0 & PARKED != 0
     }
+
+    /// A new queue's tail: position 0, epoch 0, not parked.
+    #[cfg(test)]
+    pub(crate) fn is_new(self) -> bool {
+        self.0 == 0
+    }
 }
 
 /// A tail word whose position holds `count` entries from `head`'s lap
@@ -292,6 +298,34 @@ impl Queue {
         self.first.store(ptr::null_mut(), Ordering::Relaxed);
         self.tail_block.store(ptr::null_mut(), Ordering::Relaxed);
         lock(&self.spares).clear();
+    }
+}
+
+impl Queue {
+    /// After [`Queue::release`]: the queue as [`Queue::new`] makes it, in
+    /// place (a released receiver's queue, reused). Every field is named, so
+    /// a new field cannot be left out.
+    pub(crate) fn renew(&mut self) {
+        let Queue {
+            tail,
+            tail_block,
+            first,
+            spares,
+            seen,
+        } = self;
+        tail.store(0, Ordering::Relaxed);
+        // `release` left both null and the spares empty.
+        debug_assert!(tail_block.load(Ordering::Relaxed).is_null());
+        debug_assert!(first.load(Ordering::Relaxed).is_null());
+        debug_assert!(lock(spares).is_empty());
+        let Seen { pos, block } = &mut **seen;
+        pos.store(0, Ordering::Relaxed);
+        *lock(block) = SeenBlock {
+            block: ptr::null_mut(),
+            lap_start: 0,
+            cut_end: 0,
+            gone: false,
+        };
     }
 }
 
