@@ -2,6 +2,7 @@
 //! `loom-tests/` that check one protocol alone (the queue's tail word, the
 //! stripes' pairing with a close). Built only under `--cfg loom`; not API.
 
+use super::lock::ParkLock;
 use super::queue::{Head, Queue};
 use super::state::HubState;
 use super::stripes::{Stripes, ThreadCounts};
@@ -179,5 +180,22 @@ impl ThreadCountsModel {
     /// The count (exact once no adder runs).
     pub fn sum(&self) -> u64 {
         self.0.sum()
+    }
+}
+
+/// The parking shard lock of receivers with their own merge (`lock.rs`).
+pub struct ParkLockModel(ParkLock);
+
+impl Default for ParkLockModel {
+    fn default() -> Self {
+        ParkLockModel(ParkLock::new())
+    }
+}
+
+impl ParkLockModel {
+    /// Runs `f` holding the lock.
+    pub fn with<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _guard = self.0.lock();
+        f()
     }
 }

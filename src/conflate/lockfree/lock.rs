@@ -1,9 +1,12 @@
 //! The lock of one shard of the hub's cells and of an own-value receiver's
 //! shards and queue: `SpinLock`, one read-modify-write per critical section,
-//! and [`ShardLock`], which parks instead where a merge runs under it
-//! (docs/design.md, "Locks that cost one RMW").
+//! and `ParkLock`, also one, whose waiters park where a merge runs under it;
+//! [`ShardLock`] is either (docs/design.md, "Locks that cost one RMW").
 
-use crate::sync::{lock, snooze, AtomicBool, Mutex, MutexGuard, Ordering, UnsafeCell};
+use super::barrier::{self, Light};
+#[allow(unused_imports)]
+use crate::sync::ListenerExt as _;
+use crate::sync::{fence, snooze, AtomicBool, AtomicU32, Notify, Ordering, UnsafeCell};
 use crossbeam_utils::Backoff;
 
 pub(crate) struct SpinLock(AtomicBool);
@@ -76,17 +79,126 @@ impl Drop for SpinGuard<'_> {
     }
 }
 
-/// A shard's lock: the one-RMW spin lock, or a parking mutex where user code
-/// (a hub merge) runs under it. Fixed per hub.
+/// A lock whose waiters park, for critical sections that run user code (a
+/// merge, which may be slow or block): acquired with a CAS and released with
+/// a store, as [`SpinLock`], so an uncontended section costs one RMW where
+/// `std`'s mutex takes two (its release is a swap, to learn whether to wake
+/// someone).
+///
+/// A release learns whether to wake from `parking` instead, a count that
+/// waiters raise before they park; the two sides are a Dekker pairing on the
+/// asymmetric fence (docs/design.md, "Locks that cost one RMW"): the release
+/// stores the lock free, runs the light side and loads `parking`; a waiter
+/// raises `parking`, runs the heavy side (membarrier), and only then tries the
+/// lock again before it parks. Either the release sees the waiter and
+/// notifies, or the waiter's try sees the lock free (or held by a later
+/// holder, whose own release then sees the waiter). The heavy side runs only
+/// once a waiter has spun out its backoff, when the holder is slow or
+/// descheduled, which is when parking pays.
+pub(crate) struct ParkLock {
+    locked: AtomicBool,
+    /// Waiters that spun out and may park (raised before their last tries).
+    parking: AtomicU32,
+    /// The release's side of the fence, as the process decided it.
+    light: Light,
+    notify: Notify,
+}
+
+/// Unlocks a [`ParkLock`] on drop, also when user code under it unwinds.
+pub(crate) struct ParkGuard<'a>(&'a ParkLock);
+
+impl ParkLock {
+    pub(crate) fn new() -> Self {
+        // Before `Light::now`: the process's choice of fences is made once.
+        barrier::init();
+        ParkLock {
+            locked: AtomicBool::new(false),
+            parking: AtomicU32::new(0),
+            light: Light::now(),
+            notify: Notify::new(),
+        }
+    }
+
+    /// Acquire pairs with the Release of the previous holder's unlock, as in
+    /// [`SpinLock::lock`].
+    #[inline]
+    pub(crate) fn lock(&self) -> ParkGuard<'_> {
+        if !self.try_lock() {
+            self.lock_contended();
+        }
+        ParkGuard(self)
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        // Spin first (not under the models, which learn nothing from it):
+        // a holder running on another core is about to let go.
+        let backoff = Backoff::new();
+        while !cfg!(any(loom, shuttle)) && !backoff.is_completed() {
+            if !self.locked.load(Ordering::Relaxed) && self.try_lock() {
+                return;
+            }
+            backoff.snooze();
+        }
+        // Announce, then the heavy side, then the tries: see the type's
+        // documentation. Relaxed: the fence orders it (under the models, where
+        // both sides are `SeqCst` fences, the fences alone make the pairing).
+        self.parking.fetch_add(1, Ordering::Relaxed);
+        barrier::heavy();
+        loop {
+            if self.try_lock() {
+                break;
+            }
+            let listener = self.notify.listen();
+            // Registration, then a full fence, then the last try: paired with
+            // the fence `notify` starts with (docs/design.md, "Parking
+            // without lost wake-ups").
+            fence(Ordering::SeqCst);
+            if self.try_lock() {
+                break;
+            }
+            listener.wait();
+        }
+        self.parking.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn unlock(&self) {
+        // Release: this section's writes happen-before the next holder's.
+        self.locked.store(false, Ordering::Release);
+        // The light side between the store and the load (see the type).
+        barrier::light(self.light);
+        if self.parking.load(Ordering::Relaxed) != 0 {
+            self.notify.notify(1);
+        }
+    }
+}
+
+impl Drop for ParkGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.unlock();
+    }
+}
+
+/// A shard's lock: the one-RMW spin lock, or the parking one where user code
+/// (a merge) runs under it. Fixed per shard.
 pub(crate) enum ShardLock {
     Spin(SpinLock),
-    Park(Mutex<()>),
+    Park(ParkLock),
 }
 
 /// Holds a [`ShardLock`] (or stands for a lock held some other way).
 pub(crate) enum ShardGuard<'a> {
     Spin(#[allow(dead_code)] SpinGuard<'a>),
-    Park(#[allow(dead_code)] MutexGuard<'a, ()>),
+    Park(#[allow(dead_code)] ParkGuard<'a>),
     /// The caller holds the lock by other means (a cut's window).
     None,
 }
@@ -94,7 +206,7 @@ pub(crate) enum ShardGuard<'a> {
 impl ShardLock {
     pub(crate) fn new(park: bool) -> Self {
         if park {
-            ShardLock::Park(Mutex::new(()))
+            ShardLock::Park(ParkLock::new())
         } else {
             ShardLock::Spin(SpinLock::new())
         }
@@ -112,13 +224,13 @@ impl ShardLock {
     pub(crate) fn lock(&self) -> ShardGuard<'_> {
         match self {
             ShardLock::Spin(l) => ShardGuard::Spin(l.lock()),
-            ShardLock::Park(m) => ShardGuard::Park(lock(m)),
+            ShardLock::Park(l) => ShardGuard::Park(l.lock()),
         }
     }
 }
 
-/// Data behind a [`ShardLock`]: a mutex whose lock is the one-RMW spin lock
-/// where no user code runs under it, and `std`'s where a user merge does.
+/// Data behind a [`ShardLock`]: a mutex whose lock is the spin lock where no
+/// user code runs under it, and the parking one where a user merge does.
 pub(crate) struct ShardMutex<T> {
     lock: ShardLock,
     data: UnsafeCell<T>,
@@ -135,7 +247,7 @@ unsafe impl<T: Send> Send for ShardMutex<T> {}
 /// with one compare (the third made it decode the parking guard's niche).
 enum HeldLock<'a> {
     Spin(#[allow(dead_code)] SpinGuard<'a>),
-    Park(#[allow(dead_code)] MutexGuard<'a, ()>),
+    Park(#[allow(dead_code)] ParkGuard<'a>),
 }
 
 /// Access to a [`ShardMutex`]'s data while its lock is held.
@@ -161,7 +273,7 @@ impl<T> ShardMutex<T> {
     pub(crate) fn lock(&self) -> ShardMutexGuard<'_, T> {
         let guard = match &self.lock {
             ShardLock::Spin(l) => HeldLock::Spin(l.lock()),
-            ShardLock::Park(m) => HeldLock::Park(lock(m)),
+            ShardLock::Park(l) => HeldLock::Park(l.lock()),
         };
         ShardMutexGuard {
             data: self.data.with_mut(|p| p),
@@ -184,5 +296,63 @@ impl<T> std::ops::DerefMut for ShardMutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`, and this borrow of the guard is exclusive.
         unsafe { &mut *self.data }
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::ParkLock;
+    use std::cell::Cell;
+    use std::sync::Arc;
+    use std::thread;
+    use std::time::Duration;
+
+    /// A count kept under a [`ParkLock`] with plain (non-atomic) reads and
+    /// writes.
+    struct Counted {
+        lock: ParkLock,
+        count: Cell<u64>,
+    }
+
+    // SAFETY: `count` is read and written only by a holder of `lock`.
+    unsafe impl Sync for Counted {}
+
+    /// Holders that sleep under the lock now and then, so that waiters spin
+    /// out their backoff and park (the real fences: membarrier where the
+    /// kernel has it): every add lands, and every parked waiter is woken (a
+    /// lost wake-up hangs the test).
+    #[test]
+    fn park_lock_parks_waiters_behind_a_slow_holder_and_wakes_them() {
+        let (threads, rounds) = if cfg!(miri) { (3, 10) } else { (4, 300) };
+        let shared = Arc::new(Counted {
+            lock: ParkLock::new(),
+            count: Cell::new(0),
+        });
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    for i in 0..rounds {
+                        let _guard = shared.lock.lock();
+                        shared.count.set(shared.count.get() + 1);
+                        if (i + t) % 50 == 0 {
+                            thread::sleep(Duration::from_millis(2));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(shared.count.get(), (threads * rounds) as u64);
+        assert_eq!(
+            shared
+                .lock
+                .parking
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "every waiter that announced itself left"
+        );
     }
 }
