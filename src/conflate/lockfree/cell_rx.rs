@@ -94,9 +94,7 @@ impl CellRx {
             name,
             correction,
         } = self;
-        // What `Drop` does: the blocks from the consumer's last head on.
-        let head = lock(abandoned).take().unwrap_or_default();
-        queue.release(&head);
+        Self::release_queue(queue, abandoned);
         queue.renew();
         *id = new_id;
         announced.store(0, Ordering::Relaxed);
@@ -111,10 +109,18 @@ impl CellRx {
     }
 }
 
+impl CellRx {
+    /// Frees the queue's blocks from the consumer's last head on (all of
+    /// them if it never let go): what a drop or a renewal lets go of.
+    fn release_queue(queue: &mut Queue, abandoned: &Mutex<Option<Head>>) {
+        let head = lock(abandoned).take().unwrap_or_default();
+        queue.release(&head);
+    }
+}
+
 impl Drop for CellRx {
     fn drop(&mut self) {
-        let head = lock(&self.abandoned).take().unwrap_or_default();
-        self.queue.release(&head);
+        Self::release_queue(&mut self.queue, &self.abandoned);
     }
 }
 

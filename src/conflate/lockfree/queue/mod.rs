@@ -170,6 +170,18 @@ struct SeenBlock {
 // struct's moves between threads ordered.
 unsafe impl Send for SeenBlock {}
 
+impl SeenBlock {
+    /// A new queue's: the head in the first block, no cut, not let go.
+    fn new() -> Self {
+        SeenBlock {
+            block: ptr::null_mut(),
+            lap_start: 0,
+            cut_end: 0,
+            gone: false,
+        }
+    }
+}
+
 /// Spare blocks kept per queue (about 3 KiB): enough for bursts of a few
 /// hundred new keys between two reads without allocating (docs/design.md,
 /// "The first-touch queue", says why blocks hold 127 entries).
@@ -205,12 +217,7 @@ impl Queue {
             spares: Mutex::new(Vec::new()),
             seen: Apart::new(Seen {
                 pos: AtomicU64::new(0),
-                block: Mutex::new(SeenBlock {
-                    block: ptr::null_mut(),
-                    lap_start: 0,
-                    cut_end: 0,
-                    gone: false,
-                }),
+                block: Mutex::new(SeenBlock::new()),
             }),
         }
     }
@@ -320,12 +327,7 @@ impl Queue {
         debug_assert!(lock(spares).is_empty());
         let Seen { pos, block } = &mut **seen;
         pos.store(0, Ordering::Relaxed);
-        *lock(block) = SeenBlock {
-            block: ptr::null_mut(),
-            lap_start: 0,
-            cut_end: 0,
-            gone: false,
-        };
+        *lock(block) = SeenBlock::new();
     }
 }
 
