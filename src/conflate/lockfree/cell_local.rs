@@ -185,16 +185,16 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         entries.clear();
         rx.queue.drain_into(&mut self.head, before, &mut entries);
         let start = out.len();
-        let mut done = 0;
+        let mut untaken = Vec::new();
         let taken = panic::catch_unwind(AssertUnwindSafe(|| {
-            cells.take_batch_into(&entries, rx, epoch, out, &mut done)
+            cells.take_batch_into(&entries, rx, epoch, out, &mut untaken)
         }));
         if let Err(payload) = taken {
             // A `K::clone` or `V::clone` panicked: the whole batch is dropped
-            // and counted so (the events taken, and the entries from the
-            // panicking one on, which are as they were), the panic continues.
+            // and counted so (the events taken, and the entries not taken,
+            // which are as they were), the panic continues.
             let mut sends: u64 = out[start..].iter().map(|e| e.sends).sum();
-            for &(cell, from) in &entries[done..] {
+            for &(cell, from) in &untaken {
                 sends += cells.forget(cell, from, rx.id);
             }
             rx.consumed.dropped(sends);

@@ -363,12 +363,14 @@ fn a_renewed_cell_receiver_starts_as_new() {
     assert!(new.recv().is_err(), "closed once the last sender went");
 }
 
-/// A cut whose `V::clone` panics in its tenth window (a `retain_latest` hub:
-/// the cut clones what the table keeps): the events written before the
-/// panic, in earlier windows and in its own, are dropped with the batch
-/// (miri checks they are neither leaked nor dropped twice), every entry not
-/// taken is given up, the batch's sends are counted as dropped, the caller's
-/// `Vec` is as it was, and the receiver goes on.
+/// A cut whose `V::clone` panics in its second group of entries (a
+/// `retain_latest` hub: the cut clones what the table keeps): the events
+/// written before the panic, in the first group and in its own (the shards
+/// it took before the panicking entry's), are dropped with the batch (miri
+/// checks they are neither leaked nor dropped twice), every entry not taken
+/// is given up (so each key sent again is pending again, and delivered), the
+/// batch's sends are counted as dropped, the caller's `Vec` is as it was,
+/// and the receiver goes on.
 #[test]
 fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -383,7 +385,8 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
     let tx = hub.sender();
     let mut rx = hub.receiver();
-    // 200 keys: thirteen windows of the cut; the poisoned value in the tenth.
+    // 200 keys: two groups of the cut (128 and 72 entries); the poisoned
+    // value in the second.
     for k in 0..200u32 {
         let v = if k == 150 {
             "poison".to_string()
@@ -414,6 +417,18 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
             sends: 1
         }][..])
     );
+    // Every key given up is a first touch again: none is left marked
+    // pending with no entry behind it.
+    out.clear();
+    for k in 0..200u32 {
+        tx.send(k, Brittle(format!("w{k}"))).unwrap();
+    }
+    assert_eq!(rx.try_recv_all_into(&mut out), Ok(200));
+    let keys: Vec<u32> = out.iter().map(|e| e.key).collect();
+    assert_eq!(keys, (0..200).collect::<Vec<_>>(), "in first-touch order");
+    assert!(out
+        .iter()
+        .all(|e| e.sends == 1 && e.value.0 == format!("w{}", e.key)));
 }
 
 /// Cell receivers past the four whose marks fit in a cell: every cell's

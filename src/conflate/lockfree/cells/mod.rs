@@ -2,6 +2,7 @@
 //! receiver and by the state table, sharded by the send's hash, each shard one
 //! [`ShardLock`], a hash index and a slab (docs/design.md, "One cell per key").
 
+mod cut;
 mod send;
 mod slab;
 mod table;
@@ -42,55 +43,6 @@ fn prefetch<T>(place: &T) {
     #[cfg(not(all(target_arch = "x86_64", not(any(loom, shuttle, miri)))))]
     let _ = place;
 }
-
-/// The shards a cut's window holds (a bitmask), unlocked on drop.
-struct Held<'a, K, V> {
-    cells: &'a Cells<K, V>,
-    named: u64,
-}
-
-impl<'a, K, V> Held<'a, K, V> {
-    /// Locks every shard in `named`, in index order.
-    fn lock(cells: &'a Cells<K, V>, named: u64) -> Self {
-        let mut rest = named;
-        while rest != 0 {
-            let s = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            cells.shards[s]
-                .lock
-                .spin()
-                .expect("only hubs with cell receivers cut, and their shards spin")
-                .lock_raw();
-        }
-        Held { cells, named }
-    }
-}
-
-impl<K, V> Drop for Held<'_, K, V> {
-    fn drop(&mut self) {
-        let mut rest = self.named;
-        while rest != 0 {
-            let s = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            let lock = self.cells.shards[s]
-                .lock
-                .spin()
-                .expect("locked as a spin lock");
-            // SAFETY: `lock` locked this shard (`named`) and nothing
-            // released it since.
-            unsafe { lock.unlock_raw() };
-        }
-    }
-}
-
-/// A cut takes its entries this many at a time, holding the shards they name
-/// (see `Cells::take_batch_into`): a publisher waits for at most one window.
-/// Sixteen, not 32: with many consumers cutting on two cores, a consumer
-/// preempted while it held a window's 20-odd shards stalled every other
-/// thread behind them (1 sender → 16 `try_recv_all` consumers: 1.3–8.8 ×
-/// baseline with 32, 4.2–15.6 with 16); a lone cut takes as long with
-/// either (docs/performance.md).
-const CUT_WINDOW: usize = 16;
 
 /// The shard of a hash (bits 40 and up; the index uses the low 32).
 pub(crate) fn shard_of(hash: u64) -> usize {
