@@ -34,7 +34,8 @@ impl SpinLock {
     }
 
     /// Acquires without a guard; [`SpinLock::unlock_raw`] releases. For a
-    /// holder of several locks whose set is a bitmask (a cut's window).
+    /// holder whose lock outlives one scope (a cut's current shard, see
+    /// `cells/cut.rs`).
     #[inline]
     pub(crate) fn lock_raw(&self) {
         std::mem::forget(self.lock());
@@ -199,7 +200,7 @@ pub(crate) enum ShardLock {
 pub(crate) enum ShardGuard<'a> {
     Spin(#[allow(dead_code)] SpinGuard<'a>),
     Park(#[allow(dead_code)] ParkGuard<'a>),
-    /// The caller holds the lock by other means (a cut's window).
+    /// The caller holds the lock by other means (a cut's current shard).
     None,
 }
 
