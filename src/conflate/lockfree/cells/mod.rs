@@ -28,7 +28,7 @@ pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 
 /// Hints that `place` will be read soon. A cut's entries name cells spread
 /// over every shard, too many streams for the hardware prefetcher, so a cut
-/// fetches each window's cells itself.
+/// fetches the cells of the entries it takes next itself.
 #[inline(always)]
 fn prefetch<T>(place: &T) {
     #[cfg(all(target_arch = "x86_64", not(any(loom, shuttle, miri))))]
@@ -153,10 +153,10 @@ impl<'a, K, V> Locked<'a, K, V> {
     /// The shard's data, while this holds the lock.
     #[inline]
     fn d(&mut self) -> &mut ShardData<V> {
-        // SAFETY: the lock is held for the life of `self` (or by a cut's
-        // window, or by the spin guard `Cells::send` keeps beside it), so no
-        // other holder's reference exists; this one lives no longer than the
-        // borrow of `self`.
+        // SAFETY: the lock is held for the life of `self` (or by a cut for
+        // its current shard, or by the spin guard `Cells::send` keeps beside
+        // it), so no other holder's reference exists; this one lives no
+        // longer than the borrow of `self`.
         unsafe { &mut *self.data }
     }
 
