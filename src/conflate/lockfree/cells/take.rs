@@ -1,6 +1,7 @@
 //! The take path of the hub's cells: a receiver's pop and peek, and the
-//! single entries a cut (`cut.rs`) cannot take the common way, which clear
-//! its marks and move or clone the values out (docs/design.md, "One cell per key", "The cut is one instant").
+//! entries a cut (`cut.rs`) cannot take the common way; each clears the
+//! receiver's mark and moves or clones the value out (docs/design.md, "One
+//! cell per key", "The cut is one instant").
 
 use super::*;
 
