@@ -189,21 +189,23 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         let taken = panic::catch_unwind(AssertUnwindSafe(|| {
             cells.take_batch_into(&entries, rx, epoch, out, &mut untaken)
         }));
-        if let Err(payload) = taken {
-            // A `K::clone` or `V::clone` panicked: the whole batch is dropped
-            // and counted so (the events taken, and the entries not taken,
-            // which are as they were), the panic continues.
-            let mut sends: u64 = out[start..].iter().map(|e| e.sends).sum();
-            for &(cell, from) in &untaken {
-                sends += cells.forget(cell, from, rx.id);
+        let sends = match taken {
+            Ok(sends) => sends,
+            Err(payload) => {
+                // A `K::clone` or `V::clone` panicked: the whole batch is dropped
+                // and counted so (the events taken, and the entries not taken,
+                // which are as they were), the panic continues.
+                let mut sends: u64 = out[start..].iter().map(|e| e.sends).sum();
+                for &(cell, from) in &untaken {
+                    sends += cells.forget(cell, from, rx.id);
+                }
+                rx.consumed.dropped(sends);
+                self.entries = entries;
+                out.truncate(start);
+                panic::resume_unwind(payload);
             }
-            rx.consumed.dropped(sends);
-            self.entries = entries;
-            out.truncate(start);
-            panic::resume_unwind(payload);
-        }
+        };
         self.entries = entries;
-        let sends: u64 = out[start..].iter().map(|e| e.sends).sum();
         if rx.is_closed() {
             // A hard close raced the cut: it falls after the close, which
             // abandons everything (as `RxCore::cut_into`).

@@ -385,10 +385,10 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
     let tx = hub.sender();
     let mut rx = hub.receiver();
-    // 200 keys: two groups of the cut (128 and 72 entries); the poisoned
+    // 1,100 keys: two groups of the cut (1,024 and 76 entries); the poisoned
     // value in the second.
-    for k in 0..200u32 {
-        let v = if k == 150 {
+    for k in 0..1_100u32 {
+        let v = if k == 1_050 {
             "poison".to_string()
         } else {
             format!("v{k}")
@@ -405,7 +405,7 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let stats = rx.stats();
     assert_eq!(
         (stats.received, stats.delivered, stats.dropped),
-        (200, 0, 200)
+        (1_100, 0, 1_100)
     );
     assert_eq!(stats.pending, 0);
     tx.send(7, Brittle("after".into())).unwrap();
@@ -420,12 +420,12 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     // Every key given up is a first touch again: none is left marked
     // pending with no entry behind it.
     out.clear();
-    for k in 0..200u32 {
+    for k in 0..1_100u32 {
         tx.send(k, Brittle(format!("w{k}"))).unwrap();
     }
-    assert_eq!(rx.try_recv_all_into(&mut out), Ok(200));
+    assert_eq!(rx.try_recv_all_into(&mut out), Ok(1_100));
     let keys: Vec<u32> = out.iter().map(|e| e.key).collect();
-    assert_eq!(keys, (0..200).collect::<Vec<_>>(), "in first-touch order");
+    assert_eq!(keys, (0..1_100).collect::<Vec<_>>(), "in first-touch order");
     assert!(out
         .iter()
         .all(|e| e.sends == 1 && e.value.0 == format!("w{}", e.key)));

@@ -5,16 +5,18 @@
 //! docs/performance.md).
 
 use super::*;
+use std::mem::MaybeUninit;
 use std::ptr;
 
-/// Entries per group of a cut (at most 128: [`Group`]'s bitmasks and the
-/// `u8` positions of [`ByShard`]). About 32 shard locks per 128 entries, and a
-/// publisher waits for one shard's share of a group, about four entries.
-/// Two under the models, so that small models cross a group's end.
-const CUT_GROUP: usize = if cfg!(any(loom, shuttle)) { 2 } else { 128 };
+/// Entries per group of a cut (at most `u16::MAX + 1`: [`Cut`] keeps the
+/// group's order in `u16`s, on the stack). A group names about 32 shards, so
+/// a cut takes about one shard lock per 32 entries, and a publisher waits
+/// for one shard's share of a group, about 32 entries. Two under the models,
+/// so that small models cross a group's end.
+const CUT_GROUP: usize = if cfg!(any(loom, shuttle)) { 2 } else { 1024 };
 
 /// How many entries ahead, in the order they are taken, the cut fetches a
-/// place.
+/// place (a power of two: the places found ahead wait in a ring).
 const PREFETCH_AHEAD: usize = 8;
 
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
@@ -25,9 +27,10 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// one shard, not of most of them.
     ///
     /// The events are appended to `batch`, in queue order (no allocation once
-    /// it has room for one per entry). If a clone unwinds, the events taken
-    /// so far are in the batch and every entry not taken is in `untaken`, as
-    /// it was (the caller accounts for them, see `CellLocal::cut_into`).
+    /// it has room for one per entry); returns the sends they stand for. If a
+    /// clone unwinds, the events taken so far are in the batch and every
+    /// entry not taken is in `untaken`, as it was (the caller accounts for
+    /// them, see `CellLocal::cut_into`).
     pub(crate) fn take_batch_into(
         &self,
         entries: &[(CellId, u64)],
@@ -35,123 +38,121 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         epoch: u8,
         batch: &mut Vec<Event<K, V>>,
         untaken: &mut Vec<(CellId, u64)>,
-    ) {
+    ) -> u64 {
         batch.reserve(entries.len());
         // Read once: the loops below write through raw pointers the compiler
         // cannot tell apart from `rx`.
         let id = rx.id;
         let inline = (id as usize) < INLINE;
         let want = PENDING | u16::from(epoch);
+        let mut sends = 0;
         let mut freed = Vec::new();
         // Declared after `freed`, so dropped (its shard unlocked) before the
         // freed cells are, also when a clone unwinds.
-        let mut group = Group::new(self, batch, entries, untaken);
-        while group.next() {
-            let sorted = ByShard::new(self, group.entries);
-            let n = group.entries.len();
+        // The group's order lives here, beside the guard that reads it when
+        // a clone unwinds (`Cut::drop`), so that the loop below reads it
+        // without going through the guard.
+        // Not zeroed: a cut of a few entries (a consumer that keeps up) would
+        // pay for clearing all of it; `next_group` writes what is read.
+        let mut order = [MaybeUninit::<u16>::uninit(); CUT_GROUP];
+        let mut cut = Cut::new(self, batch, entries, untaken);
+        while let Some(ends) = cut.next_group(&mut order) {
+            // Copies of what the loop reads: it writes the guard and the
+            // batch, which the compiler cannot tell apart from these.
+            let group = cut.entries;
+            let n = group.len();
+            // SAFETY: `next_group` wrote the first `n` places.
+            let order = unsafe { std::slice::from_raw_parts(order.as_ptr().cast::<u16>(), n) };
+            let events = cut.events();
+            // The places of the entries next in taking order, found ahead
+            // (and fetched): the one for order position `k` waits at
+            // `k % PREFETCH_AHEAD` until it is taken.
+            let mut ahead = [ptr::null::<Place<K, V>>(); PREFETCH_AHEAD];
+            for (slot, &j) in ahead.iter_mut().zip(order) {
+                *slot = self.place_of(group[usize::from(j)].0);
+                // SAFETY: as for `place` below.
+                prefetch(unsafe { &**slot });
+            }
             let mut k = 0;
-            for (s, &end) in sorted.ends.iter().enumerate() {
+            for (s, &end) in ends.iter().enumerate() {
                 let end = usize::from(end);
                 if k == end {
                     continue;
                 }
-                group.lock(s);
+                cut.lock(s);
+                let shard = &self.shards[s];
                 while k < end {
-                    if let Some(&ahead) = sorted.order[..n].get(k + PREFETCH_AHEAD) {
+                    let place = ahead[k % PREFETCH_AHEAD];
+                    if let Some(&next) = order.get(k + PREFETCH_AHEAD) {
+                        let p = self.place_of(group[usize::from(next)].0);
                         // SAFETY: as for `place` below.
-                        prefetch(unsafe { &*sorted.places[usize::from(ahead)] });
+                        prefetch(unsafe { &*p });
+                        ahead[k % PREFETCH_AHEAD] = p;
                     }
-                    let j = usize::from(sorted.order[k]);
+                    let j = usize::from(order[k]);
+                    // Entries before `k` are taken; this one is being.
+                    cut.taken = k;
                     k += 1;
-                    // SAFETY: `places[j]` is the place of entry `j`
-                    // (`ByShard::new`): a reference into the shard's slab,
-                    // whose places never move or go away while the hub lives.
-                    let place = unsafe { &*sorted.places[j] };
-                    let (c, start) = group.entries[j];
-                    // SAFETY: `group` holds the lock of entry `j`'s shard
+                    // SAFETY: `place` is the place of entry `j` (`place_of`):
+                    // a reference into its shard's slab, whose places never
+                    // move or go away while the hub lives.
+                    let place = unsafe { &*place };
+                    let (c, start) = group[j];
+                    // SAFETY: `cut` holds the lock of entry `j`'s shard
                     // (`s`: `order` lists shard `s`'s entries up to
                     // `ends[s]`); the place is in use (the entry's mark or
                     // deposit keeps it); no other cell reference is live
                     // across this use.
-                    let event = match unsafe { place.cell() }.take_common(inline, id, want) {
+                    match unsafe { place.cell() }.take_common(inline, id, want) {
                         Some((key, value, idle)) => {
                             let seq = place.seq.load(Ordering::Relaxed);
                             if idle {
-                                let (s, i) = split(c);
-                                Self::settle_taken(&self.shards[s], i, &mut freed);
+                                Self::settle_taken(shard, split(c).1, &mut freed);
                             }
-                            Some(Event::new(key, value, seq - start))
+                            sends += seq - start;
+                            // SAFETY: `events` has room for the group's
+                            // entries (`Cut::events`), and place `j` is
+                            // unwritten: `order` is a permutation of `0..n`.
+                            unsafe { events.add(j).write(Event::new(key, value, seq - start)) };
                         }
-                        None => self.take_rare(c, place, start, id, epoch, &mut freed),
-                    };
-                    // SAFETY: `j` is an entry of the group (`order` is a
-                    // permutation of `0..n`), recorded once.
-                    unsafe { group.done(j, event) };
+                        None => match self.take_rare(c, place, start, id, epoch, &mut freed) {
+                            Some(event) => {
+                                sends += event.sends;
+                                // SAFETY: as above.
+                                unsafe { events.add(j).write(event) };
+                            }
+                            None => cut.stale.push(j as u16),
+                        },
+                    }
                 }
-                group.unlock();
+                cut.taken = k;
+                cut.unlock();
             }
         }
-        drop(group);
+        drop(cut);
         drop(freed);
+        sends
+    }
+
+    /// The place entry cell `c` names.
+    #[inline(always)]
+    fn place_of(&self, c: CellId) -> *const Place<K, V> {
+        let (s, i) = split(c);
+        self.shards[s].slab.place(i)
     }
 }
 
-/// A group's entries sorted by shard, found before any lock is taken: a
-/// stable counting sort, so each shard's entries keep their queue order
-/// (two entries naming one cell, a stale one and a live one, are taken in
-/// queue order as before).
-struct ByShard<K, V> {
-    /// Entry `j`'s place.
-    places: [*const Place<K, V>; CUT_GROUP],
-    /// The entries (their indices in the group), shard by shard.
-    order: [u8; CUT_GROUP],
-    /// `ends[s]`: one past the last of shard `s`'s entries in `order`.
-    ends: [u8; SHARDS],
-}
-
-impl<K, V> ByShard<K, V> {
-    fn new(cells: &Cells<K, V>, entries: &[(CellId, u64)]) -> Self {
-        debug_assert!(entries.len() <= CUT_GROUP);
-        let mut shard = [0u8; CUT_GROUP];
-        let mut places: [*const Place<K, V>; CUT_GROUP] = [ptr::null(); CUT_GROUP];
-        let mut counts = [0u8; SHARDS];
-        for (j, &(c, _)) in entries.iter().enumerate() {
-            let (s, i) = split(c);
-            shard[j] = s as u8;
-            places[j] = cells.shards[s].slab.place(i);
-            counts[s] += 1;
-        }
-        // `next[s]` walks up from shard `s`'s first place in `order`.
-        let mut next = [0u8; SHARDS];
-        let mut ends = [0u8; SHARDS];
-        let mut sum = 0u8;
-        for s in 0..SHARDS {
-            next[s] = sum;
-            sum += counts[s];
-            ends[s] = sum;
-        }
-        let mut order = [0u8; CUT_GROUP];
-        for (j, &s) in shard[..entries.len()].iter().enumerate() {
-            let at = &mut next[usize::from(s)];
-            order[usize::from(*at)] = j as u8;
-            *at += 1;
-        }
-        ByShard {
-            places,
-            order,
-            ends,
-        }
-    }
-}
-
-/// A cut's progress through its entries, a group at a time. The events of
-/// the current group are written straight into the batch's spare capacity,
-/// each at its entry's place (no capacity check or length store per event),
-/// and the gaps of entries that gave none (stale ones) are closed when the
-/// group ends. On drop, also when a clone unwinds, it lets go of the shard
-/// it holds, leaves the events written so far in the batch (in queue order)
-/// and puts every entry not taken in `untaken`.
-struct Group<'a, K, V> {
+/// A cut's progress through its entries, a group at a time. Each group is
+/// sorted by shard (a stable counting sort, so each shard's entries keep
+/// their queue order: two entries naming one cell, a stale one and a live
+/// one, are taken in queue order), and its events are written straight into
+/// the batch's spare capacity, each at its entry's place (no capacity check
+/// or length store per event); the gaps of entries that gave none (stale
+/// ones, rare) are closed when the group ends. On drop, also when a clone
+/// unwinds, it lets go of the shard it holds, leaves the events written so
+/// far in the batch (in queue order) and puts every entry not taken in
+/// `untaken`.
+struct Cut<'a, K, V> {
     cells: &'a Cells<K, V>,
     batch: &'a mut Vec<Event<K, V>>,
     /// The current group's entries.
@@ -161,45 +162,92 @@ struct Group<'a, K, V> {
     untaken: &'a mut Vec<(CellId, u64)>,
     /// Entry `j`'s event goes to the batch's place `len + j`.
     len: usize,
-    /// The group's entries taken (bit `j`), and of them those that gave an
-    /// event.
-    taken: u128,
-    written: u128,
+    /// The group's entries (their indices in it), shard by shard: the
+    /// caller's array, which outlives this (`next_group`).
+    order: *const u16,
+    /// The entries at `order[..taken]` are taken.
+    taken: usize,
+    /// The taken entries that gave no event.
+    stale: Vec<u16>,
     /// The shard whose lock this holds.
     held: Option<usize>,
 }
 
-impl<'a, K, V> Group<'a, K, V> {
+impl<'a, K, V> Cut<'a, K, V> {
     fn new(
         cells: &'a Cells<K, V>,
         batch: &'a mut Vec<Event<K, V>>,
         entries: &'a [(CellId, u64)],
         untaken: &'a mut Vec<(CellId, u64)>,
     ) -> Self {
-        Group {
+        Cut {
             cells,
             len: batch.len(),
             batch,
             entries: &[],
             rest: entries,
             untaken,
+            order: ptr::null(),
             taken: 0,
-            written: 0,
+            stale: Vec::new(),
             held: None,
         }
     }
 
-    /// Ends the current group (its gaps closed) and starts the next: `false`
-    /// if none is left.
-    fn next(&mut self) -> bool {
+    /// Ends the current group (its gaps closed) and starts the next, sorted
+    /// by shard into `order`: `ends[s]` is one past the last of shard `s`'s
+    /// entries there. `None` if no entry is left. `order` must outlive this
+    /// guard (it reads the group's order when it drops).
+    fn next_group(&mut self, order: &mut [MaybeUninit<u16>; CUT_GROUP]) -> Option<[u16; SHARDS]> {
         self.close_gaps();
         let n = self.rest.len().min(CUT_GROUP);
+        if n == 0 {
+            return None;
+        }
         (self.entries, self.rest) = self.rest.split_at(n);
         assert!(
             self.batch.capacity() - self.len >= n,
             "a cut reserves room for one event per entry"
         );
-        n > 0
+        let mut ends = [0u16; SHARDS];
+        for &(c, _) in self.entries {
+            ends[split(c).0] += 1;
+        }
+        // `ends[s]` becomes where shard `s`'s entries start; the scatter
+        // below moves it to their end.
+        let mut sum = 0;
+        for end in ends.iter_mut() {
+            let count = *end;
+            *end = sum;
+            sum += count;
+        }
+        for (j, &(c, _)) in self.entries.iter().enumerate() {
+            let at = &mut ends[split(c).0];
+            order[usize::from(*at)].write(j as u16);
+            *at += 1;
+        }
+        // The scatter wrote each of `order[..n]` once: `ends` started at the
+        // prefix sums of the shards' counts, which tile `0..n`.
+        self.order = order.as_ptr().cast();
+        Some(ends)
+    }
+
+    /// Where the current group's events go: entry `j`'s at `events() + j`,
+    /// with room for the whole group (`next_group` checked it).
+    fn events(&mut self) -> *mut Event<K, V> {
+        // SAFETY: `len` is within the batch's capacity.
+        unsafe { self.batch.as_mut_ptr().add(self.len) }
+    }
+
+    /// The current group's order, as `next_group` left it.
+    fn order(&self) -> &[u16] {
+        if self.entries.is_empty() {
+            return &[];
+        }
+        // SAFETY: `next_group` set `order` to an array of at least the
+        // group's length that outlives this guard (its contract), and
+        // initialized its first `entries.len()` places.
+        unsafe { std::slice::from_raw_parts(self.order, self.entries.len()) }
     }
 
     fn lock(&mut self, s: usize) {
@@ -224,43 +272,29 @@ impl<'a, K, V> Group<'a, K, V> {
         }
     }
 
-    /// Records entry `j` of the group as taken, with its event if any.
-    ///
-    /// # Safety
-    /// `j` is below the group's length, and is recorded once per group.
-    #[inline(always)]
-    unsafe fn done(&mut self, j: usize, event: Option<Event<K, V>>) {
-        debug_assert!(j < self.entries.len() && self.taken & (1u128 << j) == 0);
-        if let Some(event) = event {
-            // SAFETY: `next` checked room for the group's entries from `len`
-            // on, and place `len + j` is unwritten (`j` is recorded once).
-            unsafe { self.batch.as_mut_ptr().add(self.len + j).write(event) };
-            self.written |= 1u128 << j;
-        }
-        self.taken |= 1u128 << j;
-    }
-
-    /// Moves the group's events down over its gaps, sets the batch's length
-    /// past them, and forgets the group.
+    /// Moves the events of the group's taken entries down over the gaps
+    /// (the stale ones, and after an unwind the entries not taken), sets the
+    /// batch's length past them, and forgets the group.
     fn close_gaps(&mut self) {
         let n = self.entries.len();
-        let all = if n == 128 {
-            u128::MAX
-        } else {
-            (1u128 << n) - 1
-        };
         let mut to = self.len;
-        if self.written == all {
+        if self.taken == n && self.stale.is_empty() {
+            // Every entry gave an event: nothing to move.
             to += n;
         } else {
+            // The events written: the taken entries that are not stale.
+            let mut written = vec![false; n];
+            for &j in &self.order()[..self.taken] {
+                written[usize::from(j)] = true;
+            }
+            for &j in &self.stale {
+                written[usize::from(j)] = false;
+            }
             let base = self.batch.as_mut_ptr();
-            let mut written = self.written;
-            while written != 0 {
-                let j = written.trailing_zeros() as usize;
-                written &= written - 1;
-                // SAFETY: place `len + j` holds an event (bit `j`), and `to`
-                // is at most `len + j` (one step per event before it): a
-                // move within the spare capacity, down or in place.
+            for (j, _) in written.iter().enumerate().filter(|(_, &w)| w) {
+                // SAFETY: place `len + j` holds an event (`written[j]`), and
+                // `to` is at most `len + j` (one step per event before it):
+                // a move within the spare capacity, down or in place.
                 unsafe { ptr::copy(base.add(self.len + j), base.add(to), 1) };
                 to += 1;
             }
@@ -270,20 +304,21 @@ impl<'a, K, V> Group<'a, K, V> {
         unsafe { self.batch.set_len(to) };
         self.len = to;
         self.taken = 0;
-        self.written = 0;
+        self.stale.clear();
         self.entries = &[];
     }
 }
 
-impl<K, V> Drop for Group<'_, K, V> {
+impl<K, V> Drop for Cut<'_, K, V> {
     fn drop(&mut self) {
         self.unlock();
         // The entries not taken: none after a cut that finished.
-        for (j, &entry) in self.entries.iter().enumerate() {
-            if self.taken & (1u128 << j) == 0 {
-                self.untaken.push(entry);
-            }
-        }
+        let entries = self.entries;
+        let not_taken: Vec<_> = self.order()[self.taken..]
+            .iter()
+            .map(|&j| entries[usize::from(j)])
+            .collect();
+        self.untaken.extend_from_slice(&not_taken);
         self.untaken.extend_from_slice(self.rest);
         self.close_gaps();
     }

@@ -59,6 +59,33 @@ impl Block {
         }
     }
 
+    /// Appends entries `range` to `out`, waiting for any its producer has
+    /// not written yet. The written ones are copied in one loop with no
+    /// capacity check or length store per entry (a cut's drain: most places
+    /// were written long before).
+    #[inline]
+    fn copy_entries(&self, range: std::ops::Range<usize>, out: &mut Vec<(CellId, u64)>) {
+        out.reserve(range.len());
+        let len = out.len();
+        let places = self.cells[range.clone()]
+            .iter()
+            .zip(&self.starts[range.clone()]);
+        let mut copied = 0;
+        for ((cell, start), slot) in places.zip(out.spare_capacity_mut()) {
+            // Acquire pairs with the producer's Release store of the id.
+            let c = cell.load(Ordering::Acquire);
+            if c == 0 {
+                break;
+            }
+            slot.write((c - 1, start.load(Ordering::Relaxed)));
+            copied += 1;
+        }
+        // SAFETY: the first `copied` spare places were written just now.
+        unsafe { out.set_len(len + copied) };
+        // From a place claimed but not written yet on: one by one, waiting.
+        out.extend((range.start + copied..range.end).map(|i| self.wait_entry(i)));
+    }
+
     /// Entry `i`, once its producer (which claimed it) has written it:
     /// `(cell, start)`.
     #[inline]

@@ -166,11 +166,7 @@ impl Queue {
             // it frees a block only after reading all of it).
             let block = unsafe { &*head.block };
             let in_block = (BLOCK_CAP - offset).min(end - count(head.pos));
-            // An exact-size range: `extend` writes without a capacity check
-            // per entry.
-            out.extend(
-                (offset as usize..(offset + in_block) as usize).map(|i| block.wait_entry(i)),
-            );
+            block.copy_entries(offset as usize..(offset + in_block) as usize, out);
             head.pos += in_block;
             self.publish(head);
         }
