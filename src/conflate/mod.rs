@@ -227,7 +227,7 @@
 //! keeps its own values, sharded, and costs one shard lock per send on top.
 //!
 //! A cut (`try_recv_all`) is one read-modify-write of the receiver's queue word;
-//! it then takes its entries a group of 128 at a time, locking each shard the
+//! it then takes its entries a group of 1,024 at a time, locking each shard the
 //! group names once and holding one shard at a time, so a publisher waits for
 //! at most one shard's share of a group, whatever the backlog. With `retain_latest` the cells are the
 //! state table, so keeping it costs a send nothing more. A snapshot receiver's
