@@ -98,11 +98,10 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                     // move or go away while the hub lives.
                     let place = unsafe { &*place };
                     let (c, start) = group[j];
-                    // SAFETY: `cut` holds the lock of entry `j`'s shard
-                    // (`s`: `order` lists shard `s`'s entries up to
-                    // `ends[s]`); the place is in use (the entry's mark or
-                    // deposit keeps it); no other cell reference is live
-                    // across this use.
+                    // SAFETY: `cut` holds the lock of entry `j`'s shard `s`
+                    // (`order` lists its entries up to `ends[s]`); the place
+                    // is in use (the entry's mark or deposit keeps it); no
+                    // other cell reference is live across this use.
                     match unsafe { place.cell() }.take_common(inline, id, want) {
                         Some((key, value, idle)) => {
                             let seq = place.seq.load(Ordering::Relaxed);
