@@ -8,8 +8,8 @@ use super::*;
 use std::mem::MaybeUninit;
 use std::ptr;
 
-/// Entries per group of a cut (at most `u16::MAX + 1`: [`Cut`] keeps the
-/// group's order in `u16`s, on the stack). A group names about 32 shards, so
+/// Entries per group of a cut (at most `u16::MAX`: the group's order and
+/// its shards' counts are `u16`s, on the stack). A group names about 32 shards, so
 /// a cut takes about one shard lock per 32 entries, and a publisher waits
 /// for one shard's share of a group, about 32 entries. Two under the models,
 /// so that small models cross a group's end.
@@ -47,14 +47,14 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let want = PENDING | u16::from(epoch);
         let mut sends = 0;
         let mut freed = Vec::new();
-        // Declared after `freed`, so dropped (its shard unlocked) before the
-        // freed cells are, also when a clone unwinds.
         // The group's order lives here, beside the guard that reads it when
         // a clone unwinds (`Cut::drop`), so that the loop below reads it
-        // without going through the guard.
-        // Not zeroed: a cut of a few entries (a consumer that keeps up) would
-        // pay for clearing all of it; `next_group` writes what is read.
+        // without going through the guard. Not zeroed: a cut of a few
+        // entries (a consumer that keeps up) would pay for clearing all of
+        // it; `next_group` writes what is read.
         let mut order = [MaybeUninit::<u16>::uninit(); CUT_GROUP];
+        // Declared after `freed` and `order`, so dropped (its shard unlocked,
+        // its order read) before them, also when a clone unwinds.
         let mut cut = Cut::new(self, batch, entries, untaken);
         while let Some(ends) = cut.next_group(&mut order) {
             // Copies of what the loop reads: it writes the guard and the
