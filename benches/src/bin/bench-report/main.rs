@@ -45,7 +45,7 @@
 //! | `print.rs` | the markdown tables |
 //! | `plots.rs` | the SVG plots |
 //! | `report.rs` | the report run: progress, tables, files |
-//! | `targets/` | `--targets`: the target table (`list.rs`), its rounds (`run.rs`), its printout (`mod.rs`) |
+//! | `targets/` | `--targets`: the target table (`list.rs`), its rounds (`run.rs`), its printout (`mod.rs`), the cost of a lock on this machine (`machine.rs`) |
 
 #[macro_use]
 #[path = "../../../support/common.rs"]

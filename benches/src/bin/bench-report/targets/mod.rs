@@ -26,6 +26,7 @@
 //! round does not (rerun with more rounds on a quieter machine).
 
 mod list;
+mod machine;
 mod run;
 
 use crate::options::Options;
@@ -173,6 +174,8 @@ pub fn main(opts: &Options) {
         opts.rounds
     );
     let outcomes = run::run(&targets, opts.rounds);
+    // After the rounds, so that it does not warm or disturb them.
+    let lock_ns = machine::lock_ns();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut report = String::new();
     let _ = writeln!(
@@ -182,7 +185,9 @@ pub fn main(opts: &Options) {
          {} after; scale {scale}; {} measured round(s) after a discarded warm-up, keybus and the \
          baseline back to back in each, the order alternating per round; wall time {:.0} s. \
          keybus and baseline columns: the cost (unit column) min–max over the rounds; the \
-         ratio of a round is baseline cost ÷ keybus cost of that round's pair.\n",
+         ratio of a round is baseline cost ÷ keybus cost of that round's pair. One uncontended \
+         lock (a CAS and a Release store, amid stores) costs {lock_ns:.1} ns here \
+         (`targets/machine.rs`).\n",
         commit(),
         load(),
         opts.rounds,
