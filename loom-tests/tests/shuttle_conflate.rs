@@ -232,6 +232,38 @@ fn receiver_churn_during_sends() {
     });
 }
 
+/// A receiver dropped while a send that listed it is in flight, and a new one
+/// registered in its place (its id, and its released allocation kept as a
+/// spare): a send made after the new registration reaches the new receiver.
+///
+/// Rule: conflate 4, "The registry" and "Registration versus send". Trap: the
+/// released receiver cleaned up (its entries walked, its marks cleared) before
+/// the sends that listed it finished, so that one of them leaves a mark for
+/// its id behind and the new receiver's first send of that key coalesces into
+/// nothing. Mutant: c.
+#[test]
+fn a_send_after_a_renewed_registration_reaches_it() {
+    check(|| {
+        let hub: Hub<u32, u64> = Hub::new();
+        let dropped = hub.receiver();
+        let tx = hub.sender();
+        let sender = thread::spawn(move || {
+            for v in 0..2 {
+                tx.send(0, v).unwrap();
+            }
+        });
+        drop(dropped);
+        let mut renewed = hub.receiver();
+        hub.sender().send(0, 7).unwrap();
+        sender.join().unwrap();
+        let mut keys = Vec::new();
+        while let Ok(e) = renewed.try_recv() {
+            keys.push(e.key);
+        }
+        assert_eq!(keys, [0], "the send after the registration, pending once");
+    });
+}
+
 /// Receivers registered and dropped out of order while two senders send: the
 /// drops leave holes in the receiver array and then compact it, and the
 /// registrations grow it (under shuttle it starts at 2 entries and compacts at
