@@ -1,6 +1,6 @@
-//! What one locked read-modify-write costs on this machine: the unit of the
-//! targets' cost model (docs/performance.md, "What holds the single-thread
-//! targets"). Printed in the `--targets` header, so a report from another
+//! What one locked read-modify-write costs on this machine: the unit the
+//! targets' locks are weighed in (docs/design.md, "What the locks weigh";
+//! the figures in docs/performance.md, "session fifteen"). Printed in the `--targets` header, so a report from another
 //! machine carries its own figure.
 //!
 //! The probe runs a loop whose body does 16 stores (a send writes a few
@@ -15,7 +15,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Iterations per timed loop: about 0.1–0.4 s in all.
+/// Iterations per timed loop: six loops, about half a second in all here.
 const ITERS: u64 = 4_000_000;
 
 /// 16 stores over a 512-byte buffer: out of line, so every iteration runs
