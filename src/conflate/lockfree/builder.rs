@@ -106,10 +106,14 @@ conflate_builders! {
                 && matches!(self.shared.merge, Merge::NewerWins)
                 && max_pending.is_none();
             let kind = if shares_cells {
-                let rx = self
+                let (rx, solo) = self
                     .shared
                     .register_cell(snapshot, serial, name, correction.clone());
-                Kind::Cells(rx, CellLocal::default())
+                let local = match solo {
+                    Some(solo) => CellLocal::with_solo(solo),
+                    None => CellLocal::default(),
+                };
+                Kind::Cells(rx, local)
             } else {
                 // The hub's merge keeps lives apart already (`Shared::new`).
                 let merge = match merge {

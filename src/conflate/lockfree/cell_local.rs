@@ -7,6 +7,7 @@ use super::cell_rx::CellRx;
 use super::cells::Cells;
 use super::close_flags::Closing;
 use super::queue::{CellId, Head};
+use super::solo::{Solo, Took};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::{lock, AtomicU64, Ordering};
@@ -22,8 +23,20 @@ pub(crate) struct CellLocal<K, V> {
     let_go: bool,
     /// A cut's entries, kept for the next cut (its capacity).
     entries: Vec<(CellId, u64)>,
+    /// The hub's sole receiver's values, while this receiver is it and has
+    /// not yet seen them converted into cells (`solo.rs`).
+    solo: Option<SoloLink<K, V>>,
     values: std::marker::PhantomData<fn() -> (K, V)>,
 }
+
+/// A link to the hub's [`Solo`], which lives as long as the hub's shared
+/// part (the receiver holds an `Arc` of it).
+struct SoloLink<K, V>(std::ptr::NonNull<Solo<K, V>>);
+
+// SAFETY: a shared reference to a `Solo`, which is `Sync` and `Send`.
+unsafe impl<K: Send, V: Send> Send for SoloLink<K, V> {}
+// SAFETY: as above.
+unsafe impl<K: Send, V: Send> Sync for SoloLink<K, V> {}
 
 impl<K, V> Default for CellLocal<K, V> {
     fn default() -> Self {
@@ -32,7 +45,52 @@ impl<K, V> Default for CellLocal<K, V> {
             epoch: 0,
             let_go: false,
             entries: Vec::new(),
+            solo: None,
             values: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K, V> CellLocal<K, V> {
+    /// The consumer side of the hub's sole receiver: its values in `solo`
+    /// until they are converted into cells.
+    pub(crate) fn with_solo(solo: &Solo<K, V>) -> Self {
+        CellLocal {
+            solo: Some(SoloLink(std::ptr::NonNull::from(solo))),
+            ..Self::default()
+        }
+    }
+
+    /// The solo part, while there is one.
+    #[inline(always)]
+    fn solo(&self) -> Option<&Solo<K, V>> {
+        // SAFETY: the `Solo` lives in the hub's shared part, which the
+        // receiver owning this keeps alive (`SoloLink`).
+        self.solo.as_ref().map(|s| unsafe { s.0.as_ref() })
+    }
+
+    /// The entries became cells: lets go of the solo part (nothing is left
+    /// in it) and goes on as a cell receiver, announced as about to park so
+    /// that a consumer that armed the solo part is woken by the cells'
+    /// pushes.
+    #[cold]
+    fn switch_to_cells(&mut self, rx: &CellRx) {
+        if let Some(solo) = self.solo() {
+            let (values, keys, sends) = solo.tear_down();
+            debug_assert!(values.is_empty() && sends == 0, "converted: nothing left");
+            drop((values, keys));
+        }
+        self.solo = None;
+        let _ = rx.queue.park(&self.head);
+    }
+
+    /// Lets go of the solo part's values (a close): counted as dropped,
+    /// dropped here, outside every lock.
+    fn drop_solo(&self, rx: &CellRx) {
+        if let Some(solo) = self.solo() {
+            let (values, keys, sends) = solo.tear_down();
+            rx.consumed.dropped(sends);
+            drop((values, keys));
         }
     }
 }
@@ -48,6 +106,28 @@ impl CellRx {
         match &self.correction {
             Some(c) => c.correct(|| self.queue_stats(cells)),
             None => self.queue_stats(cells),
+        }
+    }
+
+    /// The accounting of the hub's sole receiver while its values are its
+    /// own (`solo.rs`): `received` counted per send under the shard locks,
+    /// loaded after the consumer's counts, so never below their sum.
+    pub(crate) fn solo_stats<K, V>(&self, solo: &Solo<K, V>) -> ReceiverStats {
+        let counted = || {
+            let (delivered, folded, mut dropped) = self.consumed.load();
+            let received = solo.received();
+            let pending = if self.is_closed() {
+                // Closed, values not let go of yet: dropped.
+                dropped = dropped.max(received.saturating_sub(folded));
+                0
+            } else {
+                solo.len()
+            };
+            ReceiverStats::derived(received, 0, delivered, folded, 0, 0, dropped, pending)
+        };
+        match &self.correction {
+            Some(c) => c.correct(counted),
+            None => counted(),
         }
     }
 
@@ -115,6 +195,17 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         if self.let_go {
             return None;
         }
+        if let Some(solo) = self.solo() {
+            match solo.pop() {
+                Took::Some(event) => {
+                    rx.consumed.took(1, event.sends);
+                    solo.maybe_compact();
+                    return Some(event);
+                }
+                Took::Empty => return None,
+                Took::Converted => self.switch_to_cells(rx),
+            }
+        }
         loop {
             let (cell, start) = rx.queue.pop_ready(&mut self.head)?;
             let epoch = self.epoch;
@@ -145,6 +236,13 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         if self.let_go {
             return None;
         }
+        if let Some(solo) = self.solo() {
+            match solo.peek() {
+                Took::Some(event) => return Some(event),
+                Took::Empty => return None,
+                Took::Converted => self.switch_to_cells(rx),
+            }
+        }
         loop {
             let (cell, start) = rx.queue.front(&mut self.head, rx.queue.tail())?;
             if let Some(event) = cells.peek(cell, start, rx, self.epoch) {
@@ -168,7 +266,28 @@ impl<K: Eq + Clone, V: Clone> CellLocal<K, V> {
         clock: &AtomicU64,
         out: &mut Vec<Event<K, V>>,
     ) -> usize {
-        if self.let_go || rx.queue.len(&self.head) == 0 {
+        if self.let_go {
+            return 0;
+        }
+        if let Some(solo) = self.solo() {
+            let start = out.len();
+            match solo.cut_into(out) {
+                Took::Some((batch, sends)) => {
+                    if rx.is_closed() {
+                        // A hard close raced the cut, as below.
+                        rx.consumed.dropped(sends);
+                        out.truncate(start);
+                        return 0;
+                    }
+                    rx.consumed.took(batch as u64, sends);
+                    solo.maybe_compact();
+                    return batch;
+                }
+                Took::Empty => return 0,
+                Took::Converted => self.switch_to_cells(rx),
+            }
+        }
+        if rx.queue.len(&self.head) == 0 {
             // Nothing queued: the empty batch is the instant of that load.
             return 0;
         }
@@ -223,6 +342,10 @@ impl<K, V> CellLocal<K, V> {
     /// Announces that the consumer is about to park (see `Queue::park`);
     /// `false` if a push got in first.
     pub(crate) fn park(&self, rx: &CellRx) -> bool {
+        if let (Some(solo), false) = (self.solo(), self.let_go) {
+            solo.arm();
+            return true;
+        }
         self.let_go || rx.queue.park(&self.head)
     }
 
@@ -239,6 +362,7 @@ impl<K, V> CellLocal<K, V> {
         if self.let_go {
             return;
         }
+        self.drop_solo(rx);
         let mut dropped = 0;
         rx.queue.for_each_pending(&self.head, |cell, start| {
             dropped += cells.forget(cell, start, rx.id);
@@ -254,6 +378,11 @@ impl<K, V> CellLocal<K, V> {
         if self.let_go {
             return 0;
         }
+        if let Some(solo) = self.solo() {
+            if !solo.is_converted() {
+                return solo.len() as usize;
+            }
+        }
         rx.queue.len(&self.head) as usize
     }
 
@@ -264,6 +393,8 @@ impl<K, V> CellLocal<K, V> {
         if self.let_go {
             return;
         }
+        self.drop_solo(rx);
+        self.solo = None;
         // Entries a close already gave up (and counted) are walked again only
         // to clear marks that sends in flight set since.
         let counted = rx.walked_at_close.load(Ordering::Acquire);

@@ -22,6 +22,7 @@ mod registry;
 mod sender;
 mod shared;
 mod slab;
+mod solo;
 mod state;
 pub(crate) mod stripes;
 mod thread_slots;

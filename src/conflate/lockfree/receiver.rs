@@ -548,7 +548,7 @@ where
     pub fn stats(&self) -> ReceiverStats {
         match &self.kind {
             Kind::Own(core, _) => core.stats(),
-            Kind::Cells(rx, _) => rx.stats(&self.shared.cells),
+            Kind::Cells(rx, _) => self.shared.cell_stats(rx),
         }
     }
 

@@ -163,6 +163,25 @@ where
         // last use of either list.
         let own = unsafe { shared.registry.own() };
         if shared.retain || shared.has_cell_receivers() {
+            if let Some(solo) = shared.active_solo() {
+                // The hub's sole plain receiver keeps its values itself
+                // (`solo.rs`); it comes first, as the cells would.
+                let (value, rest) = if own.is_empty() {
+                    (value, None)
+                } else {
+                    (value.clone(), Some(value))
+                };
+                let sent = solo.send(hash, &key, value);
+                // The replaced value is user code's to drop: after the lock.
+                drop(sent.old);
+                if sent.wake {
+                    solo.owner().notify.notify(usize::MAX);
+                }
+                if let Some(value) = rest {
+                    deliver_own(&own, hash, &key, value);
+                }
+                return Ok(());
+            }
             // The cells first (the table, then every cell receiver): a
             // panicking hub merge removes the key and reaches no receiver.
             // The tombstone test is user code: run before anything is locked.

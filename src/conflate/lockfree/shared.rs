@@ -10,6 +10,7 @@ use super::cells::Cells;
 use super::close_flags::Closing;
 use super::core::RxCore;
 use super::registry::{self, Registry, Writer};
+use super::solo::{Moved, Solo};
 use super::state::HubState;
 use super::stripes::Stripes;
 use crate::conflate::common::counters::{Departure, Departures};
@@ -18,9 +19,9 @@ use crate::conflate::common::hub_word::HubWord;
 use crate::conflate::common::policy::{KeyFilter, Merge};
 use crate::conflate::common::reentrancy::{self, SendScope};
 use crate::conflate::common::removal::Tombstones;
-use crate::conflate::common::stats::{HubStats, ReceiverInfo};
+use crate::conflate::common::stats::{HubStats, ReceiverInfo, ReceiverStats};
 use crate::error::SendError;
-use crate::sync::{lock, Arc, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, Arc, AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use std::hash::Hash;
 
@@ -76,6 +77,14 @@ pub(crate) struct Shared<K, V> {
     departures: Departures,
     /// The next receiver's number (`ReceiverInfo::id`), taken at build.
     serials: AtomicU64,
+    /// The hub's sole plain receiver's values while it is that (`solo.rs`):
+    /// read by every send that has cell receivers, after their count, and
+    /// stored (under the writer lock) before the count that shows its
+    /// receiver, and cleared under `QUIESCE` or when its receiver leaves.
+    solo: AtomicPtr<Solo<K, V>>,
+    /// Where `solo` lives, for the hub's life: made for the first plain
+    /// receiver of a hub without a table, and never again.
+    solo_home: std::sync::OnceLock<Box<Solo<K, V>>>,
 }
 
 /// Clears `QUIESCE` when a snapshot registration ends, also by a panic in the
@@ -115,7 +124,31 @@ impl<K, V> Shared<K, V> {
             refused: AtomicU64::new(0),
             departures: Departures::default(),
             serials: AtomicU64::new(0),
+            solo: AtomicPtr::new(std::ptr::null_mut()),
+            solo_home: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The sole receiver's values, for a send that saw cell receivers
+    /// counted (`has_cell_receivers`, Acquire, loaded first): a registration
+    /// stores this before it counts its receiver.
+    #[inline(always)]
+    pub(crate) fn active_solo(&self) -> Option<&Solo<K, V>> {
+        // Relaxed: ordered after the count's Acquire load (see the field).
+        let p = self.solo.load(Ordering::Relaxed);
+        // SAFETY: a `Solo` lives in `solo_home` for the hub's life.
+        unsafe { p.as_ref() }
+    }
+
+    /// A cell receiver's accounting: from the solo part while it is the sole
+    /// receiver's (not converted), else from its entries.
+    pub(crate) fn cell_stats(&self, rx: &CellRx) -> ReceiverStats {
+        if let Some(solo) = self.solo_home.get() {
+            if solo.owned_by(rx) && !solo.is_converted() {
+                return rx.solo_stats(solo);
+            }
+        }
+        rx.stats(&self.cells)
     }
 
     /// Whether user code of this thread runs inside a send of this hub (or
@@ -160,7 +193,7 @@ impl<K, V> Shared<K, V> {
             .chain(w.list.cell_rxs().into_iter().map(|rx| ReceiverInfo {
                 id: rx.serial,
                 name: rx.name.clone(),
-                stats: rx.stats(&self.cells),
+                stats: self.cell_stats(rx),
             }))
             .collect();
         drop(w);
@@ -260,7 +293,7 @@ impl<K, V> Shared<K, V> {
         serial: u64,
         name: Option<std::sync::Arc<str>>,
         correction: Option<std::sync::Arc<crate::conflate::common::removal::Correction>>,
-    ) -> Arc<CellRx>
+    ) -> (Arc<CellRx>, Option<&Solo<K, V>>)
     where
         K: Eq + Clone,
         V: Clone,
@@ -283,9 +316,25 @@ impl<K, V> Shared<K, V> {
         };
         if self.born_closed(&w) {
             rx.close();
-            return rx;
+            return (rx, None);
         }
-        let _resume = snapshot.then(|| self.hold_sends_off());
+        let mut sole = None;
+        if !self.retain && !snapshot && w.list.cell_live() == 0 && self.solo_home.get().is_none() {
+            // The first plain receiver of a hub without a table: its values
+            // are its own until a second one comes (`solo.rs`). Stored before
+            // the count below, which a send loads first.
+            let solo = self.solo_home.get_or_init(|| Box::new(Solo::new(rx.clone())));
+            self.solo
+                .store(std::ptr::from_ref::<Solo<K, V>>(solo).cast_mut(), Ordering::Relaxed);
+            sole = Some(&**solo);
+        }
+        let converting = self.active_solo().filter(|_| sole.is_none());
+        let _resume = (snapshot || converting.is_some()).then(|| self.hold_sends_off());
+        if let Some(solo) = converting {
+            // A second plain receiver: the first one's entries become cells
+            // first, with no send in flight.
+            self.convert_solo(solo);
+        }
         if snapshot {
             // Copies nothing but cell names and marks: no user code runs.
             self.cells.seed(&rx);
@@ -294,7 +343,56 @@ impl<K, V> Shared<K, V> {
         self.count_cell_receivers(&w);
         self.tick();
         self.state.add_receiver();
-        rx
+        (rx, sole)
+    }
+
+    /// Moves the sole receiver's pending entries into the cells, in
+    /// first-touch order, and stops sends from reaching its solo part.
+    /// Under the writer lock with sends held off; the receiver is the one
+    /// cell receiver listed. A panic in `K::clone` or `K::eq` drops that
+    /// entry (counted so), finishes the conversion, and then continues.
+    fn convert_solo(&self, solo: &Solo<K, V>)
+    where
+        K: Eq + Clone,
+        V: Clone,
+    {
+        let owner = solo.owner();
+        let mut panicked = None;
+        {
+            // The clones and probes are user code: a call back into this hub
+            // from them would wait for this registration; make it panic.
+            let _scope = SendScope::enter(self);
+            solo.convert(|moved: Vec<Moved<K, V>>| {
+                for Moved {
+                    hash,
+                    key,
+                    value,
+                    sends,
+                } in moved
+                {
+                    let cells = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        // SAFETY: the writer lock is held: the registry's
+                        // cell list does not change meanwhile.
+                        unsafe {
+                            self.cells
+                                .send(hash, &key, value, false, &self.registry, &self.clock)
+                        };
+                        self.cells.credit(hash, &key, sends - 1);
+                    }));
+                    if let Err(payload) = cells {
+                        owner.consumed.dropped(sends);
+                        panicked.get_or_insert(payload);
+                    }
+                }
+            });
+        }
+        self.solo.store(std::ptr::null_mut(), Ordering::Relaxed);
+        // A consumer parked on the solo part looks again (it finds the
+        // conversion and goes on with the cells).
+        owner.notify.notify(usize::MAX);
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
+        }
     }
 
     /// The last spare cell receiver nothing else holds (a watch may still
@@ -373,6 +471,11 @@ impl<K, V> Shared<K, V> {
 
     pub(crate) fn deregister_cell(&self, rx: &CellRx, how: Departure) {
         let mut w = self.lock_writer();
+        if self.active_solo().is_some_and(|solo| solo.owned_by(rx)) {
+            // The sole receiver leaves: sends stop looking at its solo part
+            // (one in flight that still does finds it shut).
+            self.solo.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
         if w.list.deregister_cell(rx) {
             self.count_cell_receivers(&w);
             self.tick();
@@ -452,6 +555,9 @@ impl<K, V> Shared<K, V> {
             core.close();
             core.clear();
         }
+        // The sole receiver's values go now (a cut in progress drops its
+        // batch itself when it sees the close).
+        let solo_values = self.active_solo().map(Solo::shut);
         for rx in &cells {
             // Its consumer lets go of its entries when it next looks (the
             // entries are its own to walk), or when it is dropped; the
@@ -459,6 +565,7 @@ impl<K, V> Shared<K, V> {
             rx.close();
         }
         self.cells.drop_values();
+        drop(solo_values);
         for rx in &cells {
             rx.notify.notify(usize::MAX);
         }

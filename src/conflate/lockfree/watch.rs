@@ -80,7 +80,7 @@ impl<K, V> ReceiverWatch<K, V> {
     pub fn stats(&self) -> ReceiverStats {
         match &self.inner.target {
             Target::Own(core) => core.stats(),
-            Target::Cells(rx) => rx.stats(&self.inner.shared.cells),
+            Target::Cells(rx) => self.inner.shared.cell_stats(rx),
         }
     }
 

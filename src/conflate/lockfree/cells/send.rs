@@ -62,6 +62,23 @@ fn pend<'a, K, V>(
     }
 }
 
+impl<K: Eq, V> Cells<K, V> {
+    /// Adds `extra` sends to the sequence of `key`'s cell: the sends a
+    /// converted entry folded before it became a cell entry (`Solo::convert`),
+    /// so the entry's `sends` and its receiver's stats carry them.
+    pub(crate) fn credit(&self, hash: u64, key: &K, extra: u64) {
+        if extra == 0 {
+            return;
+        }
+        let sh = self.shards[shard_of(hash)].lock();
+        if let Some((_, place)) = sh.find_place(hash as u32, key) {
+            // Relaxed: written under the lock, as a send's bump.
+            let seq = place.seq.load(Ordering::Relaxed);
+            place.seq.store(seq + extra, Ordering::Relaxed);
+        }
+    }
+}
+
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// Folds one send into its key's cell and makes the key pending at every
     /// cell receiver of `rxs` (a send in flight's view), then wakes the

@@ -1,0 +1,874 @@
+//! A hub's sole plain receiver, with its values in its queue: *valued
+//! entries* (docs/design.md, "The sole receiver owns its values").
+//!
+//! While a hub without a state table has exactly one plain receiver (every
+//! key, newer wins, no bound), that receiver's pending values live in the
+//! places of its first-touch queue, and an index of its own, in 32 shards,
+//! maps each key to its place, the place's push position and the cut epoch
+//! it was pushed in. A coalescing send writes the place under the key's
+//! shard lock; a pop marks its place taken under that lock (the index goes
+//! stale without being touched); a cut moves the epoch, locks and releases
+//! each shard its batch names, and reads its places in order, touching
+//! nothing shared. A second plain receiver converts the entries into the
+//! hub's cells (`Solo::convert`), and the receiver goes on as a cell
+//! receiver.
+
+use super::cell_rx::CellRx;
+use super::lock::{SpinGuard, SpinLock};
+use crate::conflate::common::event::Event;
+use crate::sync::{Arc, AtomicBool, AtomicPtr, AtomicU64, Ordering, UnsafeCell};
+use crossbeam_utils::CachePadded;
+use hashbrown::HashTable;
+use std::mem::MaybeUninit;
+use std::ptr;
+
+/// Index shards (bits 40 and up of the hash, as the cells').
+pub(crate) const SHARDS: usize = 32;
+/// Places per block of the queue.
+const BLOCK: usize = if cfg!(any(loom, shuttle)) { 2 } else { 256 };
+/// A place's position once its value was taken by a pop or moved out by the
+/// conversion (a cut leaves positions as they are: the epoch tells).
+const TAKEN: u64 = u64::MAX;
+/// Taken entries between two looks at the index's size (`maybe_compact`).
+const COMPACT_EVERY: u64 = if cfg!(any(loom, shuttle)) { 2 } else { 4096 };
+/// Stale index entries kept at least, for keys that come back.
+const STALE_KEEP: usize = if cfg!(any(loom, shuttle)) { 1 } else { 4096 };
+
+fn shard_of(hash: u64) -> usize {
+    (hash >> 40) as usize & (SHARDS - 1)
+}
+
+/// One place of the queue. `ready` and `position` are atomics (a send with a
+/// stale index entry reads a recycled place's position; the consumer reads
+/// `ready` before it synchronizes); the rest is written by a push under the
+/// push lock, by a coalescing send under the key's shard lock, and read by
+/// the consumer after a lock or the cut's barrier ordered those writes first.
+struct Place<K, V> {
+    ready: AtomicBool,
+    /// The push's number; `TAKEN` once the value left.
+    position: AtomicU64,
+    hash: UnsafeCell<u64>,
+    sends: UnsafeCell<u64>,
+    key: UnsafeCell<MaybeUninit<K>>,
+    value: UnsafeCell<MaybeUninit<V>>,
+}
+
+impl<K, V> Place<K, V> {
+    fn new() -> Self {
+        Place {
+            ready: AtomicBool::new(false),
+            position: AtomicU64::new(TAKEN),
+            hash: UnsafeCell::new(0),
+            sends: UnsafeCell::new(0),
+            key: UnsafeCell::new(MaybeUninit::uninit()),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// # Safety
+    /// The place is written (`ready` seen with Acquire, or under a lock
+    /// after the push).
+    unsafe fn hash(&self) -> u64 {
+        // SAFETY: the caller's contract: the push's write happened before.
+        self.hash.with(|p| unsafe { *p })
+    }
+
+    /// Moves the key, value and sends out.
+    ///
+    /// # Safety
+    /// The place holds a value nothing else takes (its taker holds the
+    /// place's shard lock, or is a cut past its barrier, or the tear-down).
+    unsafe fn take(&self) -> (K, V, u64) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            (
+                self.key.with(|p| (*p).assume_init_read()),
+                self.value.with(|p| (*p).assume_init_read()),
+                self.sends.with(|p| *p),
+            )
+        }
+    }
+}
+
+struct Block<K, V> {
+    places: Box<[Place<K, V>]>,
+    /// The next block, stored (Release) when the last place is claimed.
+    next: AtomicPtr<Block<K, V>>,
+}
+
+fn new_block<K, V>() -> *mut Block<K, V> {
+    Box::into_raw(Box::new(Block {
+        places: (0..BLOCK).map(|_| Place::new()).collect(),
+        next: AtomicPtr::new(ptr::null_mut()),
+    }))
+}
+
+/// An index entry: where the key's latest place is.
+struct Ix<K, V> {
+    key: K,
+    place: *const Place<K, V>,
+    /// The place's position when this key was pushed there: the place is
+    /// still this key's while the two agree (and `epoch` is current).
+    position: u64,
+    epoch: u64,
+    hash: u64,
+}
+
+/// A shard's part under its lock.
+struct ShardData<K, V> {
+    index: HashTable<Ix<K, V>>,
+    /// Sends still reach the receiver (cleared by its close, a hard close
+    /// or the conversion).
+    open: bool,
+}
+
+struct Shard<K, V> {
+    lock: SpinLock,
+    data: UnsafeCell<ShardData<K, V>>,
+    /// Sends that reached the receiver through this shard (written under
+    /// the lock, read anywhere: `received`).
+    received: AtomicU64,
+}
+
+/// The producers' end, under the push lock.
+struct Tail<K, V> {
+    block: *mut Block<K, V>,
+    idx: usize,
+    /// The cut epoch (the atomic `Solo::epoch` mirrors it).
+    epoch: u64,
+    next_position: u64,
+    /// The consumer is about to park: the next push wakes it.
+    parked: bool,
+    /// The entries became cells (`Solo::convert`).
+    converted: bool,
+    /// A hard close took the values (`Solo::shut`): cuts find nothing.
+    shut: bool,
+    /// Blocks the consumer finished, for reuse.
+    free: Vec<*mut Block<K, V>>,
+}
+
+/// The consumer's end.
+struct Head<K, V> {
+    block: *mut Block<K, V>,
+    idx: usize,
+    position: u64,
+    /// Blocks passed and not yet handed back.
+    spent: Vec<*mut Block<K, V>>,
+    /// Entries taken since the last look at the index's size.
+    taken: u64,
+    /// The most entries pending at once, as the consumer saw it.
+    peak: u64,
+    /// The blocks were freed: the receiver left or was converted.
+    gone: bool,
+}
+
+/// What a pop, a peek or a cut found.
+pub(crate) enum Took<T> {
+    Some(T),
+    Empty,
+    /// The entries became cells: the receiver goes on as a cell receiver.
+    Converted,
+}
+
+/// One key the conversion moves into the cells.
+pub(crate) struct Moved<K, V> {
+    pub(crate) hash: u64,
+    pub(crate) key: K,
+    pub(crate) value: V,
+    pub(crate) sends: u64,
+}
+
+/// The sole receiver's values, index and queue.
+pub(crate) struct Solo<K, V> {
+    shards: Box<[CachePadded<Shard<K, V>>]>,
+    /// The cut epoch, read by every send under its shard lock.
+    epoch: CachePadded<AtomicU64>,
+    push: CachePadded<SpinLock>,
+    tail: UnsafeCell<Tail<K, V>>,
+    /// Positions pushed so far (written under the push lock).
+    pushed: AtomicU64,
+    head: CachePadded<UnsafeCell<Head<K, V>>>,
+    /// Positions the consumer is past (written by it only).
+    popped: AtomicU64,
+    /// Set with `Tail::converted`, for readers without the push lock.
+    converted: AtomicBool,
+    /// The receiver: its wake-up event, flags and consumer counts.
+    rx: Arc<CellRx>,
+}
+
+// SAFETY: the shards' data is reached only under their locks, the tail only
+// under the push lock, the head only by the consumer (or its close, which
+// excludes it), and a place's contents as the `Place` comment says. Keys and
+// values move between threads with sends and takes, hence the bounds.
+unsafe impl<K: Send, V: Send> Sync for Solo<K, V> {}
+// SAFETY: as above; the structure owns its keys and values.
+unsafe impl<K: Send, V: Send> Send for Solo<K, V> {}
+
+/// What `Solo::send` did.
+pub(crate) struct Sent<V> {
+    /// The value the send replaced, to drop after the lock.
+    pub(crate) old: Option<V>,
+    /// The consumer parked and must be woken.
+    pub(crate) wake: bool,
+}
+
+impl<K, V> Solo<K, V> {
+    pub(crate) fn new(rx: Arc<CellRx>) -> Self {
+        let first = new_block();
+        Solo {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    CachePadded::new(Shard {
+                        lock: SpinLock::new(),
+                        data: UnsafeCell::new(ShardData {
+                            index: HashTable::new(),
+                            open: true,
+                        }),
+                        received: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
+            epoch: CachePadded::new(AtomicU64::new(0)),
+            push: CachePadded::new(SpinLock::new()),
+            tail: UnsafeCell::new(Tail {
+                block: first,
+                idx: 0,
+                epoch: 0,
+                next_position: 0,
+                parked: false,
+                converted: false,
+                shut: false,
+                free: Vec::new(),
+            }),
+            pushed: AtomicU64::new(0),
+            head: CachePadded::new(UnsafeCell::new(Head {
+                block: first,
+                idx: 0,
+                position: 0,
+                spent: Vec::new(),
+                taken: 0,
+                peak: 0,
+                gone: false,
+            })),
+            popped: AtomicU64::new(0),
+            converted: AtomicBool::new(false),
+            rx,
+        }
+    }
+
+    /// The receiver whose values these are.
+    pub(crate) fn owner(&self) -> &CellRx {
+        &self.rx
+    }
+
+    /// Whether `rx` is the receiver whose values these are.
+    pub(crate) fn owned_by(&self, rx: &CellRx) -> bool {
+        ptr::eq(&*self.rx, rx)
+    }
+
+    /// The shard's data.
+    ///
+    /// # Safety
+    /// The caller holds the shard's lock, and the reference ends before it
+    /// releases it.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn data<'a>(shard: &'a Shard<K, V>, _held: &SpinGuard<'a>) -> &'a mut ShardData<K, V> {
+        // SAFETY: the caller's contract.
+        shard.data.with_mut(|p| unsafe { &mut *p })
+    }
+
+    /// The tail, under the push lock.
+    ///
+    /// # Safety
+    /// As [`Solo::data`], for the push lock.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn tail<'a>(&'a self, _held: &SpinGuard<'a>) -> &'a mut Tail<K, V> {
+        // SAFETY: the caller's contract.
+        self.tail.with_mut(|p| unsafe { &mut *p })
+    }
+
+    /// The consumer's end.
+    ///
+    /// # Safety
+    /// The caller is the receiver's consumer (or its close, which excludes
+    /// it), and no other reference to the head is live.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn head(&self) -> &mut Head<K, V> {
+        // SAFETY: the caller's contract.
+        self.head.with_mut(|p| unsafe { &mut *p })
+    }
+
+    /// Claims the next place and writes it; under the key's shard lock.
+    /// Returns the place, its position and epoch, and whether to wake the
+    /// consumer.
+    fn push(&self, hash: u64, key: K, value: V) -> (*const Place<K, V>, u64, u64, bool) {
+        let guard = self.push.lock();
+        // SAFETY: the push lock is held.
+        let t = unsafe { self.tail(&guard) };
+        // SAFETY: `t.block` is a live block of this queue (blocks are freed
+        // only by `free_blocks`, after which no send reaches a push).
+        let block = unsafe { &*t.block };
+        let place = &block.places[t.idx];
+        let position = t.next_position;
+        place.hash.with_mut(|p| unsafe { *p = hash });
+        place.sends.with_mut(|p| unsafe { *p = 1 });
+        place.key.with_mut(|p| unsafe { (*p).write(key) });
+        place.value.with_mut(|p| unsafe { (*p).write(value) });
+        // Relaxed: read under this key's shard lock, which the caller holds
+        // (a send with a stale index entry reads it for a compare only).
+        place.position.store(position, Ordering::Relaxed);
+        // Release: the consumer that sees it ready sees the place written.
+        place.ready.store(true, Ordering::Release);
+        t.idx += 1;
+        if t.idx == BLOCK {
+            let next = t.free.pop().unwrap_or_else(new_block);
+            // Release: the consumer that follows the link sees the block
+            // reset (`spend`) or built.
+            block.next.store(next, Ordering::Release);
+            t.block = next;
+            t.idx = 0;
+        }
+        t.next_position = position + 1;
+        // Relaxed: a count for `len` and the stats; the places are published
+        // by `ready`.
+        self.pushed.store(position + 1, Ordering::Relaxed);
+        let wake = std::mem::take(&mut t.parked);
+        (place, position, t.epoch, wake)
+    }
+
+    /// Sends that reached the receiver, over every shard.
+    pub(crate) fn received(&self) -> u64 {
+        self.shards
+            .iter()
+            // Acquire: pairs with the Release store of each count, so a
+            // reader that sees a send counted sees it pushed.
+            .map(|s| s.received.load(Ordering::Acquire))
+            .sum()
+    }
+
+    /// Keys pending: pushed less taken (`popped` first, so never below 0).
+    pub(crate) fn len(&self) -> u64 {
+        let popped = self.popped.load(Ordering::Acquire);
+        self.pushed.load(Ordering::Acquire).saturating_sub(popped)
+    }
+
+    /// Whether the entries became cells.
+    pub(crate) fn is_converted(&self) -> bool {
+        // Acquire: pairs with the Release in `convert`.
+        self.converted.load(Ordering::Acquire)
+    }
+
+    /// Announces that the consumer is about to park: the next push wakes it.
+    pub(crate) fn arm(&self) {
+        let guard = self.push.lock();
+        // SAFETY: the push lock is held.
+        unsafe { self.tail(&guard) }.parked = true;
+    }
+}
+
+impl<K: Eq + Clone, V> Solo<K, V> {
+    /// One send: coalesces into the key's place if it is pending in the
+    /// current epoch, else pushes a new place. The key's clones are made
+    /// before anything changes (a panicking `K::clone` leaves all as it was).
+    #[inline]
+    pub(crate) fn send(&self, hash: u64, key: &K, value: V) -> Sent<V> {
+        let shard = &self.shards[shard_of(hash)];
+        let guard = shard.lock.lock();
+        // SAFETY: the shard lock is held; `data` ends before `guard`.
+        let data = unsafe { Self::data(shard, &guard) };
+        if !data.open {
+            // The receiver left: the send does not reach it.
+            return Sent {
+                old: Some(value),
+                wake: false,
+            };
+        }
+        // Relaxed: a cut that this send must see moved the epoch before its
+        // barrier locked this shard, and this lock's Acquire follows that
+        // barrier's release (docs/design.md, "The sole receiver owns its
+        // values").
+        let now = self.epoch.load(Ordering::Relaxed);
+        let found = data.index.find_mut(hash, |ix| ix.hash == hash && ix.key == *key);
+        let sent = match found {
+            Some(ix)
+                if ix.epoch == now
+                    // SAFETY: blocks outlive every index entry naming them
+                    // (freed only with the index cleared).
+                    && unsafe { &*ix.place }.position.load(Ordering::Relaxed) == ix.position =>
+            {
+                // SAFETY: as above.
+                let place = unsafe { &*ix.place };
+                // SAFETY: the place is this key's (position and epoch agree)
+                // and its shard lock is held: no one else writes or takes it.
+                let old = place
+                    .value
+                    .with_mut(|p| unsafe { std::mem::replace((*p).assume_init_mut(), value) });
+                place.sends.with_mut(|p| unsafe { *p += 1 });
+                Sent {
+                    old: Some(old),
+                    wake: false,
+                }
+            }
+            Some(ix) => {
+                let (place, position, epoch, wake) = self.push(hash, key.clone(), value);
+                ix.place = place;
+                ix.position = position;
+                ix.epoch = epoch;
+                Sent { old: None, wake }
+            }
+            None => {
+                let (indexed, queued) = (key.clone(), key.clone());
+                let (place, position, epoch, wake) = self.push(hash, queued, value);
+                data.index.insert_unique(
+                    hash,
+                    Ix {
+                        key: indexed,
+                        place,
+                        position,
+                        epoch,
+                        hash,
+                    },
+                    |ix| ix.hash,
+                );
+                Sent { old: None, wake }
+            }
+        };
+        // Release: pairs with `received`'s Acquire.
+        let n = shard.received.load(Ordering::Relaxed);
+        shard.received.store(n + 1, Ordering::Release);
+        drop(guard);
+        sent
+    }
+}
+
+impl<K, V> Solo<K, V> {
+    /// The consumer's next place, moving to the next block as needed.
+    fn head_place(h: &mut Head<K, V>) -> Option<&Place<K, V>> {
+        if h.gone {
+            return None;
+        }
+        if h.idx == BLOCK {
+            // SAFETY: `h.block` is live (the consumer's block).
+            let next = unsafe { &*h.block }.next.load(Ordering::Acquire);
+            if next.is_null() {
+                return None;
+            }
+            h.spent.push(h.block);
+            h.block = next;
+            h.idx = 0;
+        }
+        // SAFETY: as above.
+        Some(unsafe { &(*h.block).places[h.idx] })
+    }
+
+    /// Hands the blocks the consumer passed back to the producers, reset.
+    fn spend(&self, h: &mut Head<K, V>) {
+        if h.spent.is_empty() {
+            return;
+        }
+        for &b in &h.spent {
+            // SAFETY: a spent block is the consumer's alone: every place was
+            // pushed and taken, and no producer holds it (the tail moved on).
+            let block = unsafe { &*b };
+            for p in block.places.iter() {
+                // Relaxed: published to the producers by the push lock below.
+                p.ready.store(false, Ordering::Relaxed);
+            }
+            block.next.store(ptr::null_mut(), Ordering::Relaxed);
+        }
+        let guard = self.push.lock();
+        // SAFETY: the push lock is held.
+        unsafe { self.tail(&guard) }.free.append(&mut h.spent);
+    }
+
+    /// Moves the consumer past `n` taken places.
+    fn advance(&self, h: &mut Head<K, V>, n: u64) {
+        h.position += n;
+        // Release: `len` and the stats read it after the counts it follows.
+        self.popped.store(h.position, Ordering::Release);
+        h.taken += n;
+    }
+
+    /// Takes the oldest pending key. Consumer only.
+    #[inline]
+    pub(crate) fn pop(&self) -> Took<Event<K, V>> {
+        // SAFETY: the consumer calls this.
+        let h = unsafe { self.head() };
+        let Some(place) = Self::head_place(h) else {
+            return self.empty();
+        };
+        // Acquire: pairs with the push's Release.
+        if !place.ready.load(Ordering::Acquire) {
+            return self.empty();
+        }
+        // SAFETY: ready.
+        let hash = unsafe { place.hash() };
+        let shard = &self.shards[shard_of(hash)];
+        let guard = shard.lock.lock();
+        // Relaxed: written under this lock.
+        if place.position.load(Ordering::Relaxed) == TAKEN {
+            // Only the conversion or a hard close marks a place the consumer
+            // has not passed; either one did so before this lock.
+            drop(guard);
+            return self.empty();
+        }
+        place.position.store(TAKEN, Ordering::Relaxed);
+        // SAFETY: the place is pending (not taken) and its shard lock is
+        // held; marked taken, no send writes it again.
+        let (key, value, sends) = unsafe { place.take() };
+        drop(guard);
+        h.idx += 1;
+        self.advance(h, 1);
+        if h.idx == BLOCK {
+            let _ = Self::head_place(h);
+        }
+        self.spend(h);
+        Took::Some(Event::new(key, value, sends))
+    }
+
+    /// Nothing pending here: converted, or empty.
+    fn empty<T>(&self) -> Took<T> {
+        if self.is_converted() {
+            Took::Converted
+        } else {
+            Took::Empty
+        }
+    }
+}
+
+impl<K: Clone, V: Clone> Solo<K, V> {
+    /// A copy of the oldest pending key's event. Consumer only.
+    pub(crate) fn peek(&self) -> Took<Event<K, V>> {
+        // SAFETY: the consumer calls this.
+        let h = unsafe { self.head() };
+        let Some(place) = Self::head_place(h) else {
+            return self.empty();
+        };
+        if !place.ready.load(Ordering::Acquire) {
+            return self.empty();
+        }
+        // SAFETY: ready.
+        let hash = unsafe { place.hash() };
+        let guard = self.shards[shard_of(hash)].lock.lock();
+        if place.position.load(Ordering::Relaxed) == TAKEN {
+            drop(guard);
+            return self.empty();
+        }
+        // SAFETY: pending, and its shard lock is held.
+        let event = unsafe {
+            Event::new(
+                place.key.with(|p| (*p).assume_init_ref().clone()),
+                place.value.with(|p| (*p).assume_init_ref().clone()),
+                place.sends.with(|p| *p),
+            )
+        };
+        drop(guard);
+        Took::Some(event)
+    }
+}
+
+impl<K, V> Solo<K, V> {
+    /// Everything pending as of one instant, in first-touch order, appended
+    /// to `out`: the epoch's move under the push lock is the instant.
+    /// Returns the events and their sends. Consumer only.
+    pub(crate) fn cut_into(&self, out: &mut Vec<Event<K, V>>) -> Took<(usize, u64)> {
+        // SAFETY: the consumer calls this.
+        let h = unsafe { self.head() };
+        if h.gone {
+            return Took::Empty;
+        }
+        let (end_block, end_idx) = {
+            let guard = self.push.lock();
+            // SAFETY: the push lock is held.
+            let t = unsafe { self.tail(&guard) };
+            if t.converted {
+                return Took::Converted;
+            }
+            if t.shut {
+                return Took::Empty;
+            }
+            let at_head = (t.block == h.block && t.idx == h.idx)
+                || (h.idx == BLOCK && t.idx == 0 && {
+                    // SAFETY: the consumer's block is live.
+                    unsafe { &*h.block }.next.load(Ordering::Acquire) == t.block
+                });
+            if at_head {
+                return Took::Empty;
+            }
+            t.epoch += 1;
+            // Relaxed: sends read it under a shard lock this cut's barrier
+            // takes after this store (or, for keys not in the batch, after
+            // the push lock orders it; see `send`).
+            self.epoch.store(t.epoch, Ordering::Relaxed);
+            (t.block, t.idx)
+        };
+        let batch = self.batch_len(h, end_block, end_idx);
+        // The barrier: every send that read the old epoch under a shard the
+        // batch names has finished writing its place once this lock was
+        // taken and released. A small batch names its shards; a large one,
+        // all of them (no extra pass over it).
+        let mut named: u32 = u32::MAX;
+        if batch <= SHARDS {
+            named = 0;
+            self.for_each_place(h, end_block, end_idx, |p| {
+                // SAFETY: places before the tail are written (the push lock
+                // ordered their pushes before this cut).
+                named |= 1 << shard_of(unsafe { p.hash() });
+            });
+        }
+        while named != 0 {
+            let s = named.trailing_zeros() as usize;
+            named &= named - 1;
+            drop(self.shards[s].lock.lock());
+        }
+        out.reserve(batch);
+        let mut sends = 0;
+        loop {
+            if h.idx == BLOCK {
+                // SAFETY: the consumer's block is live; the cut's range goes
+                // on past it, so the link was stored (before the cut's push
+                // lock, which ordered it).
+                let next = unsafe { &*h.block }.next.load(Ordering::Acquire);
+                h.spent.push(h.block);
+                h.block = next;
+                h.idx = 0;
+            }
+            if h.block == end_block && h.idx == end_idx {
+                break;
+            }
+            // SAFETY: as above.
+            let block = unsafe { &*h.block };
+            let end = if h.block == end_block { end_idx } else { BLOCK };
+            for p in &block.places[h.idx..end] {
+                // SAFETY: the place is in the cut's batch: pushed in an
+                // older epoch, so no send writes it after the barrier, and
+                // no pop took it (pops move the head).
+                let (key, value, n) = unsafe { p.take() };
+                sends += n;
+                out.push(Event::new(key, value, n));
+            }
+            h.idx = end;
+        }
+        h.peak = h.peak.max(batch as u64);
+        self.advance(h, batch as u64);
+        self.spend(h);
+        Took::Some((batch, sends))
+    }
+
+    /// Places from the head to (`end_block`, `end_idx`).
+    fn batch_len(&self, h: &Head<K, V>, end_block: *mut Block<K, V>, end_idx: usize) -> usize {
+        let mut n = 0;
+        self.for_each_place(h, end_block, end_idx, |_| n += 1);
+        n
+    }
+
+    fn for_each_place(
+        &self,
+        h: &Head<K, V>,
+        end_block: *mut Block<K, V>,
+        end_idx: usize,
+        mut f: impl FnMut(&Place<K, V>),
+    ) {
+        let (mut b, mut i) = (h.block, h.idx);
+        loop {
+            if i == BLOCK {
+                // SAFETY: live; the range goes on past it.
+                b = unsafe { &*b }.next.load(Ordering::Acquire);
+                i = 0;
+            }
+            if b == end_block && i == end_idx {
+                return;
+            }
+            // SAFETY: live.
+            let block = unsafe { &*b };
+            let end = if b == end_block { end_idx } else { BLOCK };
+            for p in &block.places[i..end] {
+                f(p);
+            }
+            i = end;
+        }
+    }
+
+    /// After enough taken entries: forgets stale index entries once they
+    /// outnumber both `STALE_KEEP` and the most keys pending at once, so the
+    /// index stays bounded by the peak live key set. Consumer only.
+    pub(crate) fn maybe_compact(&self) {
+        // SAFETY: the consumer calls this.
+        let h = unsafe { self.head() };
+        if h.taken < COMPACT_EVERY {
+            return;
+        }
+        h.taken = 0;
+        h.peak = h.peak.max(self.len());
+        let keep = STALE_KEEP.max(h.peak as usize);
+        let mut indexed = 0;
+        for shard in self.shards.iter() {
+            let guard = shard.lock.lock();
+            // SAFETY: the lock is held.
+            indexed += unsafe { Self::data(shard, &guard) }.index.len();
+        }
+        if indexed <= 2 * keep {
+            return;
+        }
+        for shard in self.shards.iter() {
+            let guard = shard.lock.lock();
+            let now = self.epoch.load(Ordering::Relaxed);
+            // SAFETY: the lock is held.
+            let data = unsafe { Self::data(shard, &guard) };
+            // SAFETY: blocks outlive the index entries naming them.
+            data.index.retain(|ix| {
+                ix.epoch == now
+                    && unsafe { &*ix.place }.position.load(Ordering::Relaxed) == ix.position
+            });
+            // A table that grew for a burst gives the room back.
+            if data.index.capacity() > 4 * data.index.len() {
+                data.index.shrink_to(2 * data.index.len(), |ix| ix.hash);
+            }
+        }
+    }
+
+    /// Hard close: shuts sends out and takes every value pending in the
+    /// current epoch (returned, to drop after the locks); a cut in progress
+    /// keeps its batch (and drops it, seeing the receiver closed), and later
+    /// cuts find nothing.
+    pub(crate) fn shut(&self) -> Vec<Moved<K, V>> {
+        let mut taken = Vec::new();
+        self.seize(false, |moved| taken = moved);
+        taken
+    }
+
+    /// The consumer's last step (its close, its drop after a hard close, or
+    /// its switch to the cells after the conversion): shuts the sends out,
+    /// moves every value still pending out (returned, to be dropped after
+    /// the locks, with the sends they folded), and frees the queue. Consumer
+    /// (or its close) only; idempotent.
+    pub(crate) fn tear_down(&self) -> (Vec<(K, V)>, Vec<K>, u64) {
+        // SAFETY: the consumer (or its close) calls this.
+        let h = unsafe { self.head() };
+        if h.gone {
+            return (Vec::new(), Vec::new(), 0);
+        }
+        let mut keys = Vec::new();
+        let guards: Vec<_> = self
+            .shards
+            .iter()
+            .map(|shard| {
+                let guard = shard.lock.lock();
+                // SAFETY: the lock is held.
+                let data = unsafe { Self::data(shard, &guard) };
+                data.open = false;
+                keys.extend(data.index.drain().map(|ix| ix.key));
+                guard
+            })
+            .collect();
+        let push = self.push.lock();
+        // SAFETY: the push lock is held.
+        let t = unsafe { self.tail(&push) };
+        let mut values = Vec::new();
+        let mut sends = 0;
+        let (end_block, end_idx) = (t.block, t.idx);
+        self.for_each_place(h, end_block, end_idx, |p| {
+            if p.position.load(Ordering::Relaxed) != TAKEN {
+                // SAFETY: pending: every shard lock is held, no cut runs
+                // (the consumer is here), and it is taken only here.
+                let (key, value, n) = unsafe { p.take() };
+                values.push((key, value));
+                sends += n;
+            }
+        });
+        // Free every block: the consumer's chain and the spare ones. No send
+        // reaches a place again (every shard is shut and its index empty).
+        let mut b = h.block;
+        while !b.is_null() {
+            // SAFETY: a block of this queue, freed once (the chain ends at
+            // the tail's block, whose link is null).
+            let next = unsafe { &*b }.next.load(Ordering::Relaxed);
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(b) });
+            b = next;
+        }
+        for b in t.free.drain(..).chain(h.spent.drain(..)) {
+            // SAFETY: spare blocks are in no chain.
+            drop(unsafe { Box::from_raw(b) });
+        }
+        t.block = ptr::null_mut();
+        h.block = ptr::null_mut();
+        h.gone = true;
+        drop(push);
+        drop(guards);
+        (values, keys, sends)
+    }
+
+    /// The conversion into the cells: every key pending in the current
+    /// epoch moves out in first-touch order, handed to `then`, which runs
+    /// with every lock still held, so the consumer sees the cells filled
+    /// when it sees the conversion. The caller has held sends off; the
+    /// consumer may be in a pop (which waits) or in a cut (whose batch is of
+    /// older epochs and stays its own).
+    pub(crate) fn convert(&self, then: impl FnOnce(Vec<Moved<K, V>>)) {
+        self.seize(true, then);
+    }
+
+    /// Under every shard lock and the push lock: shuts sends out, moves
+    /// every key pending in the current epoch out (its place marked taken)
+    /// and hands them to `then` in first-touch order; then marks the queue
+    /// converted or shut.
+    fn seize(&self, converting: bool, then: impl FnOnce(Vec<Moved<K, V>>)) {
+        let guards: Vec<_> = self.shards.iter().map(|s| s.lock.lock()).collect();
+        let push = self.push.lock();
+        // SAFETY: the push lock is held.
+        let t = unsafe { self.tail(&push) };
+        let mut found = Vec::new();
+        for (shard, guard) in self.shards.iter().zip(&guards) {
+            // SAFETY: the lock is held.
+            let data = unsafe { Self::data(shard, guard) };
+            data.open = false;
+            for ix in data.index.drain() {
+                // SAFETY: blocks outlive the index entries naming them.
+                let place = unsafe { &*ix.place };
+                if ix.epoch == t.epoch && place.position.load(Ordering::Relaxed) == ix.position {
+                    found.push((ix.position, ix.place));
+                }
+            }
+        }
+        found.sort_unstable_by_key(|&(position, _)| position);
+        let moved = found
+            .into_iter()
+            .map(|(_, place)| {
+                // SAFETY: a live place (as above).
+                let place = unsafe { &*place };
+                place.position.store(TAKEN, Ordering::Relaxed);
+                // SAFETY: pending in the current epoch, so no cut owns it,
+                // and every shard lock is held.
+                let (key, value, sends) = unsafe { place.take() };
+                // SAFETY: written.
+                let hash = unsafe { place.hash() };
+                Moved {
+                    hash,
+                    key,
+                    value,
+                    sends,
+                }
+            })
+            .collect();
+        then(moved);
+        if converting {
+            t.converted = true;
+            // Release: a reader that sees it sees the cells filled.
+            self.converted.store(true, Ordering::Release);
+        } else {
+            t.shut = true;
+        }
+        drop(push);
+        drop(guards);
+    }
+}
+
+impl<K, V> Drop for Solo<K, V> {
+    fn drop(&mut self) {
+        // The hub is gone: nothing else holds the queue.
+        let (values, keys, _) = self.tear_down();
+        drop(values);
+        drop(keys);
+    }
+}
