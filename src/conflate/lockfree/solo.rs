@@ -183,17 +183,27 @@ pub(crate) struct Solo<K, V> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     /// The cut epoch, read by every send under its shard lock.
     epoch: CachePadded<AtomicU64>,
-    push: CachePadded<SpinLock>,
+    /// What the producers write on every push, on lines of their own.
+    push: CachePadded<PushSide<K, V>>,
+    /// What the consumer writes on every take, on lines of its own.
+    take: CachePadded<TakeSide<K, V>>,
+    /// The receiver: its wake-up event, flags and consumer counts.
+    rx: Arc<CellRx>,
+}
+
+struct PushSide<K, V> {
+    lock: SpinLock,
     tail: UnsafeCell<Tail<K, V>>,
     /// Positions pushed so far (written under the push lock).
     pushed: AtomicU64,
-    head: CachePadded<UnsafeCell<Head<K, V>>>,
+}
+
+struct TakeSide<K, V> {
+    head: UnsafeCell<Head<K, V>>,
     /// Positions the consumer is past (written by it only).
     popped: AtomicU64,
     /// Set with `Tail::converted`, for readers without the push lock.
     converted: AtomicBool,
-    /// The receiver: its wake-up event, flags and consumer counts.
-    rx: Arc<CellRx>,
 }
 
 // SAFETY: the shards' data is reached only under their locks, the tail only
@@ -229,29 +239,33 @@ impl<K, V> Solo<K, V> {
                 })
                 .collect(),
             epoch: CachePadded::new(AtomicU64::new(0)),
-            push: CachePadded::new(SpinLock::new()),
-            tail: UnsafeCell::new(Tail {
-                block: first,
-                idx: 0,
-                epoch: 0,
-                next_position: 0,
-                parked: false,
-                converted: false,
-                shut: false,
-                free: Vec::new(),
+            push: CachePadded::new(PushSide {
+                lock: SpinLock::new(),
+                tail: UnsafeCell::new(Tail {
+                    block: first,
+                    idx: 0,
+                    epoch: 0,
+                    next_position: 0,
+                    parked: false,
+                    converted: false,
+                    shut: false,
+                    free: Vec::new(),
+                }),
+                pushed: AtomicU64::new(0),
             }),
-            pushed: AtomicU64::new(0),
-            head: CachePadded::new(UnsafeCell::new(Head {
-                block: first,
-                idx: 0,
-                position: 0,
-                spent: Vec::new(),
-                taken: 0,
-                peak: 0,
-                gone: false,
-            })),
-            popped: AtomicU64::new(0),
-            converted: AtomicBool::new(false),
+            take: CachePadded::new(TakeSide {
+                head: UnsafeCell::new(Head {
+                    block: first,
+                    idx: 0,
+                    position: 0,
+                    spent: Vec::new(),
+                    taken: 0,
+                    peak: 0,
+                    gone: false,
+                }),
+                popped: AtomicU64::new(0),
+                converted: AtomicBool::new(false),
+            }),
             rx,
         }
     }
@@ -284,7 +298,7 @@ impl<K, V> Solo<K, V> {
     #[allow(clippy::mut_from_ref)]
     unsafe fn tail<'a>(&'a self, _held: &SpinGuard<'a>) -> &'a mut Tail<K, V> {
         // SAFETY: the caller's contract.
-        self.tail.with_mut(|p| unsafe { &mut *p })
+        self.push.tail.with_mut(|p| unsafe { &mut *p })
     }
 
     /// The consumer's end.
@@ -295,14 +309,14 @@ impl<K, V> Solo<K, V> {
     #[allow(clippy::mut_from_ref)]
     unsafe fn head(&self) -> &mut Head<K, V> {
         // SAFETY: the caller's contract.
-        self.head.with_mut(|p| unsafe { &mut *p })
+        self.take.head.with_mut(|p| unsafe { &mut *p })
     }
 
     /// Claims the next place and writes it; under the key's shard lock.
     /// Returns the place, its position and epoch, and whether to wake the
     /// consumer.
     fn push(&self, hash: u64, key: K, value: V) -> (*const Place<K, V>, u64, u64, bool) {
-        let guard = self.push.lock();
+        let guard = self.push.lock.lock();
         // SAFETY: the push lock is held.
         let t = unsafe { self.tail(&guard) };
         // SAFETY: `t.block` is a live block of this queue (blocks are freed
@@ -310,9 +324,16 @@ impl<K, V> Solo<K, V> {
         let block = unsafe { &*t.block };
         let place = &block.places[t.idx];
         let position = t.next_position;
+        // SAFETY (these four): the place at the tail is the pusher's alone
+        // (claimed under the push lock, not ready, so no consumer reads it,
+        // and no index entry matches its next position yet); its old
+        // contents were taken (a recycled block's places all were).
         place.hash.with_mut(|p| unsafe { *p = hash });
+        // SAFETY: as above.
         place.sends.with_mut(|p| unsafe { *p = 1 });
+        // SAFETY: as above.
         place.key.with_mut(|p| unsafe { (*p).write(key) });
+        // SAFETY: as above.
         place.value.with_mut(|p| unsafe { (*p).write(value) });
         // Relaxed: read under this key's shard lock, which the caller holds
         // (a send with a stale index entry reads it for a compare only).
@@ -331,7 +352,7 @@ impl<K, V> Solo<K, V> {
         t.next_position = position + 1;
         // Relaxed: a count for `len` and the stats; the places are published
         // by `ready`.
-        self.pushed.store(position + 1, Ordering::Relaxed);
+        self.push.pushed.store(position + 1, Ordering::Relaxed);
         let wake = std::mem::take(&mut t.parked);
         (place, position, t.epoch, wake)
     }
@@ -348,19 +369,19 @@ impl<K, V> Solo<K, V> {
 
     /// Keys pending: pushed less taken (`popped` first, so never below 0).
     pub(crate) fn len(&self) -> u64 {
-        let popped = self.popped.load(Ordering::Acquire);
-        self.pushed.load(Ordering::Acquire).saturating_sub(popped)
+        let popped = self.take.popped.load(Ordering::Acquire);
+        self.push.pushed.load(Ordering::Acquire).saturating_sub(popped)
     }
 
     /// Whether the entries became cells.
     pub(crate) fn is_converted(&self) -> bool {
         // Acquire: pairs with the Release in `convert`.
-        self.converted.load(Ordering::Acquire)
+        self.take.converted.load(Ordering::Acquire)
     }
 
     /// Announces that the consumer is about to park: the next push wakes it.
     pub(crate) fn arm(&self) {
-        let guard = self.push.lock();
+        let guard = self.push.lock.lock();
         // SAFETY: the push lock is held.
         unsafe { self.tail(&guard) }.parked = true;
     }
@@ -402,7 +423,9 @@ impl<K: Eq + Clone, V> Solo<K, V> {
                 // and its shard lock is held: no one else writes or takes it.
                 let old = place
                     .value
+                    // SAFETY: as above; the value is initialized (pending).
                     .with_mut(|p| unsafe { std::mem::replace((*p).assume_init_mut(), value) });
+                // SAFETY: as above.
                 place.sends.with_mut(|p| unsafe { *p += 1 });
                 Sent {
                     old: Some(old),
@@ -476,7 +499,7 @@ impl<K, V> Solo<K, V> {
             }
             block.next.store(ptr::null_mut(), Ordering::Relaxed);
         }
-        let guard = self.push.lock();
+        let guard = self.push.lock.lock();
         // SAFETY: the push lock is held.
         unsafe { self.tail(&guard) }.free.append(&mut h.spent);
     }
@@ -485,7 +508,7 @@ impl<K, V> Solo<K, V> {
     fn advance(&self, h: &mut Head<K, V>, n: u64) {
         h.position += n;
         // Release: `len` and the stats read it after the counts it follows.
-        self.popped.store(h.position, Ordering::Release);
+        self.take.popped.store(h.position, Ordering::Release);
         h.taken += n;
     }
 
@@ -578,7 +601,7 @@ impl<K, V> Solo<K, V> {
             return Took::Empty;
         }
         let (end_block, end_idx) = {
-            let guard = self.push.lock();
+            let guard = self.push.lock.lock();
             // SAFETY: the push lock is held.
             let t = unsafe { self.tail(&guard) };
             if t.converted {
@@ -715,9 +738,9 @@ impl<K, V> Solo<K, V> {
             let now = self.epoch.load(Ordering::Relaxed);
             // SAFETY: the lock is held.
             let data = unsafe { Self::data(shard, &guard) };
-            // SAFETY: blocks outlive the index entries naming them.
             data.index.retain(|ix| {
                 ix.epoch == now
+                    // SAFETY: blocks outlive the index entries naming them.
                     && unsafe { &*ix.place }.position.load(Ordering::Relaxed) == ix.position
             });
             // A table that grew for a burst gives the room back.
@@ -761,7 +784,7 @@ impl<K, V> Solo<K, V> {
                 guard
             })
             .collect();
-        let push = self.push.lock();
+        let push = self.push.lock.lock();
         // SAFETY: the push lock is held.
         let t = unsafe { self.tail(&push) };
         let mut values = Vec::new();
@@ -815,7 +838,7 @@ impl<K, V> Solo<K, V> {
     /// converted or shut.
     fn seize(&self, converting: bool, then: impl FnOnce(Vec<Moved<K, V>>)) {
         let guards: Vec<_> = self.shards.iter().map(|s| s.lock.lock()).collect();
-        let push = self.push.lock();
+        let push = self.push.lock.lock();
         // SAFETY: the push lock is held.
         let t = unsafe { self.tail(&push) };
         let mut found = Vec::new();
@@ -855,7 +878,7 @@ impl<K, V> Solo<K, V> {
         if converting {
             t.converted = true;
             // Release: a reader that sees it sees the cells filled.
-            self.converted.store(true, Ordering::Release);
+            self.take.converted.store(true, Ordering::Release);
         } else {
             t.shut = true;
         }
