@@ -40,10 +40,26 @@ fn two_shard_keys() -> (u32, u32) {
 }
 
 /// `hub` with one receiver, then one sender, registered before any other
-/// thread starts.
+/// thread starts. A plain receiver here shares the hub's cells: the hub's
+/// first plain receiver, which keeps its values itself (docs/design.md, "The
+/// sole receiver owns its values"), came and went first.
 fn with_rx_tx<V: Clone + Send + 'static>(
     hub: Hub<u32, V>,
 ) -> (Hub<u32, V>, Receiver<u32, V>, Sender<u32, V>) {
+    let rx = cell_receiver(&hub);
+    let tx = hub.sender();
+    (hub, rx, tx)
+}
+
+/// A plain receiver that shares the hub's cells: the hub's sole-receiver
+/// life is spent first.
+fn cell_receiver<V: Clone + Send + 'static>(hub: &Hub<u32, V>) -> Receiver<u32, V> {
+    drop(hub.receiver());
+    hub.receiver()
+}
+
+/// `hub`'s first plain receiver (its values its own), then one sender.
+fn with_sole_rx_tx(hub: Hub<u32, u32>) -> (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>) {
     let rx = hub.receiver();
     let tx = hub.sender();
     (hub, rx, tx)
@@ -82,8 +98,19 @@ fn cut(rx: &mut Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
 /// `Err` send delivered. Mutant: l (`.ci/mutants`).
 #[test]
 fn close_vs_send_exactly_one_outcome() {
-    loom::model(|| {
-        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
+    loom::model(|| close_vs_send(with_rx_tx(Hub::<u32, u32>::new())));
+}
+
+/// The same for a hub's sole plain receiver, whose values are its own.
+///
+/// Rule: conflate 8. Trap: as above, on the sole receiver's queue.
+#[test]
+fn close_vs_send_exactly_one_outcome_sole_receiver() {
+    loom::model(|| close_vs_send(with_sole_rx_tx(Hub::<u32, u32>::new())));
+}
+
+fn close_vs_send((hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>)) {
+    {
         let closer = hub.sender();
         drop(hub);
         let sender = thread::spawn(move || tx.send(7, 1).is_ok());
@@ -100,7 +127,7 @@ fn close_vs_send_exactly_one_outcome() {
         } else {
             assert!(got.is_empty(), "an Err send must publish nothing");
         }
-    });
+    }
 }
 
 /// docs/design.md, "The cut is one instant": a cut while one sender sends `a` then `b` (different
@@ -110,7 +137,31 @@ fn close_vs_send_exactly_one_outcome() {
 /// the send order. Mutant: a1, a2, a3, m (`.ci/mutants`).
 #[test]
 fn cut_is_one_instant_across_shards() {
+    loom::model(|| cut_while_sending_a_b_a(cell_receiver, false));
+}
+
+/// The same cut for a hub's sole plain receiver (docs/design.md, "The sole
+/// receiver owns its values"): the epoch moved under the push lock, the
+/// barrier on the shards the batch names, and sends that check the epoch and
+/// the place's position under their shard lock.
+///
+/// Rule: conflate 5 (one cut). Trap: a send after the cut writing a place
+/// the batch reads; a batch missing a key pushed before it. Mutant: s1, s2
+/// (`.ci/mutants`).
+#[test]
+fn cut_is_one_instant_across_shards_sole_receiver() {
     loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver(), false));
+}
+
+/// The same with both keys sent and taken before: the index holds stale
+/// entries for them, so the sends must tell a taken place from a pending
+/// one.
+///
+/// Rule: conflate 5. Trap: a stale index entry taken for a pending place.
+/// Mutant: s3 (`.ci/mutants`).
+#[test]
+fn cut_is_one_instant_across_shards_sole_receiver_warm() {
+    loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver(), true));
 }
 
 /// The same race on cells that are already there, idle: both keys were sent
@@ -123,7 +174,7 @@ fn cut_is_one_instant_across_shards() {
 /// (`.ci/mutants`).
 #[test]
 fn cut_is_one_instant_across_shards_warm_cells() {
-    loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver(), true));
+    loom::model(|| cut_while_sending_a_b_a(cell_receiver, true));
 }
 
 /// The same cut for a receiver that keeps its own values (a key filter that
@@ -320,6 +371,98 @@ fn park_vs_wake_send() {
     });
 }
 
+/// The same for a hub's sole plain receiver: the parked flag under its push
+/// lock.
+///
+/// Rule: the same. Trap: the same. Mutant: s4 (`.ci/mutants`).
+#[test]
+fn park_vs_wake_send_sole_receiver() {
+    loom::model(|| {
+        let (_hub, mut rx, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+        let sender = thread::spawn(move || tx.send(3, 4).unwrap());
+        let e = rx.recv().unwrap();
+        assert_eq!((e.key, e.value), (3, 4));
+        sender.join().unwrap();
+    });
+}
+
+/// Pops of a hub's sole plain receiver racing sends of the same key: a pop
+/// marks its place taken under the key's shard lock, so a later send in the
+/// same epoch starts a new place instead of writing the taken one. Every send
+/// is delivered exactly once and the latest value last.
+///
+/// Rule: conflate 1, 13. Trap: a send written into a place a pop took.
+/// Mutant: s3 (`.ci/mutants`).
+#[test]
+fn pop_vs_send_sole_receiver() {
+    loom::model(|| {
+        let (_hub, mut rx, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+        tx.send(1, 1).unwrap();
+        let sender = thread::spawn(move || {
+            tx.send(1, 2).unwrap();
+            tx.send(1, 3).unwrap();
+        });
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            thread::yield_now();
+            if let Ok(e) = rx.try_recv() {
+                got.push((e.key, e.value, e.sends));
+            }
+        }
+        sender.join().unwrap();
+        got.extend(drain(&mut rx));
+        let sends: u64 = got.iter().map(|e| e.2).sum();
+        assert_eq!(sends, 3, "lost or doubled: {got:?}");
+        assert_eq!(got.last().map(|e| e.1), Some(3), "the latest value last: {got:?}");
+        let s = rx.stats();
+        assert_eq!((s.received, s.folded, s.pending), (3, 3, 0), "{s:?}");
+    });
+}
+
+/// A second plain receiver registers while the sole receiver's consumer cuts
+/// twice: the sole receiver's entries become cells under the registration
+/// (sends held off), racing the cuts. Every batch of the first receiver is
+/// an instant of the send order and all its sends arrive exactly once; the
+/// second receiver gets exactly the sends after its registration, one entry
+/// each, in order; both end with nothing pending and their stats conserved.
+///
+/// Rule: conflate 4, 5, 13. Trap: an entry lost, doubled or reordered by the
+/// conversion; a cut that reads a converted place. Mutant: s5, s6
+/// (`.ci/mutants`).
+#[test]
+fn conversion_vs_cuts_of_the_sole_receiver() {
+    loom::model(|| {
+        let (a, b) = two_shard_keys();
+        let (hub, mut first, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+        tx.send(a, 1).unwrap();
+        tx.send(b, 1).unwrap();
+        tx.send(a, 2).unwrap();
+        let consumer = thread::spawn(move || {
+            let c1 = cut(&mut first);
+            let c2 = cut(&mut first);
+            (first, c1, c2)
+        });
+        let mut second = hub.receiver();
+        tx.send(b, 2).unwrap();
+        let (mut first, c1, c2) = consumer.join().unwrap();
+        let c3 = cut(&mut first);
+        let all: Vec<_> = c1.iter().chain(&c2).chain(&c3).copied().collect();
+        // Before the registration: a (two sends) and b pending; after it, b
+        // again: the first batch is the three sends or all four.
+        assert!(
+            c1 == [(a, 2, 2), (b, 1, 1)] || c1 == [(a, 2, 2), (b, 2, 2)],
+            "not one instant: {c1:?}"
+        );
+        let sends: u64 = all.iter().map(|e| e.2).sum();
+        assert_eq!(sends, 4, "conservation: {all:?}");
+        assert_eq!(all.iter().rfind(|e| e.0 == b).unwrap().1, 2, "b's latest last");
+        assert_eq!(drain(&mut second), [(b, 2, 1)], "exactly what came after it");
+        let s = first.stats();
+        assert_eq!((s.received, s.folded, s.pending), (4, 4, 0), "{s:?}");
+        assert_eq!(first.try_recv(), Err(TryRecvError::Empty));
+    });
+}
+
 /// The same for a receiver that keeps its own values: its core's wake-up.
 ///
 /// Rule: the same, own-value receivers. Trap: the same. Mutant: e3
@@ -397,8 +540,22 @@ fn register_and_deregister_vs_send() {
 /// Rule: conflate 8 (`Hub::close`). Trap: half-delivered or leaked values.
 #[test]
 fn hub_close_vs_send() {
-    loom::model(|| {
-        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
+    loom::model(|| close_now_vs_send(with_rx_tx(Hub::<u32, u32>::new())));
+}
+
+/// The same for a hub's sole plain receiver: the hard close shuts its
+/// index shards and takes its values under every shard lock; a send in
+/// flight finds them shut.
+///
+/// Rule: conflate 8 (`Hub::close`). Trap: a value pushed past the close and
+/// left behind.
+#[test]
+fn hub_close_vs_send_sole_receiver() {
+    loom::model(|| close_now_vs_send(with_sole_rx_tx(Hub::<u32, u32>::new())));
+}
+
+fn close_now_vs_send((hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>)) {
+    {
         let h2 = hub.clone();
         let sender = thread::spawn(move || tx.send(1, 1).is_ok());
         let closer = thread::spawn(move || h2.close_now());
@@ -407,7 +564,9 @@ fn hub_close_vs_send() {
         assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
         assert_eq!(rx.len(), 0);
         assert!(hub.sender().send(2, 2).is_err());
-    });
+        let s = rx.stats();
+        assert_eq!(s.received, s.dropped, "undelivered is dropped: {s:?}");
+    }
 }
 
 /// A hard close racing a send and a consumer: what the consumer gets is a prefix
@@ -417,9 +576,14 @@ fn hub_close_vs_send() {
 /// Rule: conflate 7, 8. Trap: a hard close leaving a hole a later value passes.
 #[test]
 fn hub_close_never_delivers_past_a_hole() {
-    loom::model(|| {
+    loom::model(|| close_now_vs_send_and_recv(with_rx_tx(Hub::<u32, u32>::new())));
+}
+
+fn close_now_vs_send_and_recv(
+    (hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>),
+) {
+    {
         let (a, b) = two_shard_keys();
-        let (hub, mut rx, tx) = with_rx_tx(Hub::<u32, u32>::new());
         tx.send(a, 1).unwrap();
         let h2 = hub.clone();
         let sender = thread::spawn(move || {
@@ -433,7 +597,7 @@ fn hub_close_never_delivers_past_a_hole() {
             got.is_empty() || got == [a] || got == [a, b],
             "delivered past a hole: {got:?}"
         );
-    });
+    }
 }
 
 /// `Receiver::len()` polled while one key is pushed, annihilated, pushed again
