@@ -413,7 +413,11 @@ fn pop_vs_send_sole_receiver() {
         got.extend(drain(&mut rx));
         let sends: u64 = got.iter().map(|e| e.2).sum();
         assert_eq!(sends, 3, "lost or doubled: {got:?}");
-        assert_eq!(got.last().map(|e| e.1), Some(3), "the latest value last: {got:?}");
+        assert_eq!(
+            got.last().map(|e| e.1),
+            Some(3),
+            "the latest value last: {got:?}"
+        );
         let s = rx.stats();
         assert_eq!((s.received, s.folded, s.pending), (3, 3, 0), "{s:?}");
     });
@@ -455,8 +459,16 @@ fn conversion_vs_cuts_of_the_sole_receiver() {
         );
         let sends: u64 = all.iter().map(|e| e.2).sum();
         assert_eq!(sends, 4, "conservation: {all:?}");
-        assert_eq!(all.iter().rfind(|e| e.0 == b).unwrap().1, 2, "b's latest last");
-        assert_eq!(drain(&mut second), [(b, 2, 1)], "exactly what came after it");
+        assert_eq!(
+            all.iter().rfind(|e| e.0 == b).unwrap().1,
+            2,
+            "b's latest last"
+        );
+        assert_eq!(
+            drain(&mut second),
+            [(b, 2, 1)],
+            "exactly what came after it"
+        );
         let s = first.stats();
         assert_eq!((s.received, s.folded, s.pending), (4, 4, 0), "{s:?}");
         assert_eq!(first.try_recv(), Err(TryRecvError::Empty));

@@ -323,9 +323,13 @@ impl<K, V> Shared<K, V> {
             // The first plain receiver of a hub without a table: its values
             // are its own until a second one comes (`solo.rs`). Stored before
             // the count below, which a send loads first.
-            let solo = self.solo_home.get_or_init(|| Box::new(Solo::new(rx.clone())));
-            self.solo
-                .store(std::ptr::from_ref::<Solo<K, V>>(solo).cast_mut(), Ordering::Relaxed);
+            let solo = self
+                .solo_home
+                .get_or_init(|| Box::new(Solo::new(rx.clone())));
+            self.solo.store(
+                std::ptr::from_ref::<Solo<K, V>>(solo).cast_mut(),
+                Ordering::Relaxed,
+            );
             sole = Some(&**solo);
         }
         let converting = self.active_solo().filter(|_| sole.is_none());

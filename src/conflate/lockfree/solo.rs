@@ -25,14 +25,28 @@ use std::ptr;
 /// Index shards (bits 40 and up of the hash, as the cells').
 pub(crate) const SHARDS: usize = 32;
 /// Places per block of the queue.
-const BLOCK: usize = if cfg!(any(loom, shuttle)) { 2 } else { 256 };
+const BLOCK: usize = if cfg!(any(loom, shuttle)) {
+    2
+} else if cfg!(miri) {
+    16
+} else {
+    256
+};
 /// A place's position once its value was taken by a pop or moved out by the
 /// conversion (a cut leaves positions as they are: the epoch tells).
 const TAKEN: u64 = u64::MAX;
 /// Taken entries between two looks at the index's size (`maybe_compact`).
-const COMPACT_EVERY: u64 = if cfg!(any(loom, shuttle)) { 2 } else { 4096 };
+const COMPACT_EVERY: u64 = if cfg!(any(loom, shuttle, miri)) {
+    2
+} else {
+    4096
+};
 /// Stale index entries kept at least, for keys that come back.
-const STALE_KEEP: usize = if cfg!(any(loom, shuttle)) { 1 } else { 4096 };
+const STALE_KEEP: usize = if cfg!(any(loom, shuttle, miri)) {
+    1
+} else {
+    4096
+};
 
 fn shard_of(hash: u64) -> usize {
     (hash >> 40) as usize & (SHARDS - 1)
@@ -324,10 +338,11 @@ impl<K, V> Solo<K, V> {
         let block = unsafe { &*t.block };
         let place = &block.places[t.idx];
         let position = t.next_position;
-        // SAFETY (these four): the place at the tail is the pusher's alone
-        // (claimed under the push lock, not ready, so no consumer reads it,
-        // and no index entry matches its next position yet); its old
-        // contents were taken (a recycled block's places all were).
+        // The place at the tail is the pusher's alone (claimed under the
+        // push lock, not ready, so no consumer reads it, and no index entry
+        // matches its next position yet); its old contents were taken (a
+        // recycled block's places all were).
+        // SAFETY: as said above.
         place.hash.with_mut(|p| unsafe { *p = hash });
         // SAFETY: as above.
         place.sends.with_mut(|p| unsafe { *p = 1 });
@@ -370,7 +385,10 @@ impl<K, V> Solo<K, V> {
     /// Keys pending: pushed less taken (`popped` first, so never below 0).
     pub(crate) fn len(&self) -> u64 {
         let popped = self.take.popped.load(Ordering::Acquire);
-        self.push.pushed.load(Ordering::Acquire).saturating_sub(popped)
+        self.push
+            .pushed
+            .load(Ordering::Acquire)
+            .saturating_sub(popped)
     }
 
     /// Whether the entries became cells.
@@ -409,7 +427,9 @@ impl<K: Eq + Clone, V> Solo<K, V> {
         // barrier's release (docs/design.md, "The sole receiver owns its
         // values").
         let now = self.epoch.load(Ordering::Relaxed);
-        let found = data.index.find_mut(hash, |ix| ix.hash == hash && ix.key == *key);
+        let found = data
+            .index
+            .find_mut(hash, |ix| ix.hash == hash && ix.key == *key);
         let sent = match found {
             Some(ix)
                 if ix.epoch == now

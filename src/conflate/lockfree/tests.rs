@@ -492,3 +492,98 @@ fn receivers_past_the_inline_marks_take_and_re_pend_exactly() {
     drop(rxs);
     assert_eq!(tx.send(1, "x".into()), Ok(()));
 }
+
+/// A hub's sole plain receiver keeps its values in its queue (`solo.rs`):
+/// pops and cuts across block boundaries, keys that come back after a take
+/// (stale index entries), the index compacted after enough takes, then a
+/// second plain receiver converts the pending entries into cells in
+/// first-touch order with the sends they folded; the first receiver goes on
+/// from the cells, the second gets only what came after it, and the stats
+/// keep their law. Heap values, so miri sees every value dropped once.
+#[test]
+fn a_sole_receivers_entries_become_cells_in_first_touch_order() {
+    let hub: Hub<u32, String> = Hub::new();
+    let tx = hub.sender();
+    let mut first = hub.receiver();
+    let n: u32 = if cfg!(miri) { 300 } else { 3_000 };
+    for round in 0..3u32 {
+        for k in 0..n {
+            tx.send(k + round * n, round.to_string()).unwrap();
+        }
+        let taken = if round == 1 {
+            std::iter::from_fn(|| first.try_recv().ok()).count()
+        } else {
+            first.try_recv_all().unwrap().len()
+        };
+        assert_eq!(taken as u32, n, "round {round}");
+    }
+    // Keys that come back (their index entries are stale), some twice.
+    for k in 0..n {
+        tx.send(k, format!("a{k}")).unwrap();
+    }
+    for k in 0..n / 2 {
+        tx.send(k, format!("b{k}")).unwrap();
+    }
+    assert_eq!(first.len() as u32, n);
+    let head = first.peek().unwrap();
+    assert_eq!((head.key, head.value.as_str(), head.sends), (0, "b0", 2));
+    let popped = first.try_recv().unwrap();
+    assert_eq!(popped, head);
+    let mut second = hub.receiver();
+    tx.send(n, "late".to_string()).unwrap();
+    assert_eq!(first.len() as u32, n, "n - 1 converted, and the late key");
+    let batch = first.try_recv_all().unwrap();
+    let keys: Vec<u32> = batch.iter().map(|e| e.key).collect();
+    assert_eq!(keys, (1..=n).collect::<Vec<_>>(), "first-touch order");
+    for e in &batch[..batch.len() - 1] {
+        let (value, sends) = if e.key < n / 2 {
+            (format!("b{}", e.key), 2)
+        } else {
+            (format!("a{}", e.key), 1)
+        };
+        assert_eq!((&e.value, e.sends), (&value, sends), "key {}", e.key);
+    }
+    let late = second.try_recv().unwrap();
+    assert_eq!((late.key, late.value.as_str(), late.sends), (n, "late", 1));
+    assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
+    tx.send(7, "after".to_string()).unwrap();
+    assert_eq!(first.try_recv().unwrap().key, 7);
+    let s = first.stats();
+    let sent = u64::from(4 * n + n / 2 + 2);
+    assert_eq!(
+        (s.received, s.folded, s.pending, s.dropped),
+        (sent, sent, 0, 0)
+    );
+}
+
+/// The sole receiver's values go when it closes, and when the hub closes
+/// hard, also with a send racing the close; the stats count them dropped.
+#[test]
+fn a_sole_receivers_values_go_at_its_close_and_the_hubs() {
+    let token = std::sync::Arc::new(());
+    for hard in [false, true] {
+        let hub: Hub<u32, std::sync::Arc<()>> = Hub::new();
+        let tx = hub.sender();
+        let mut rx = hub.receiver();
+        for k in 0..300 {
+            tx.send(k % 200, token.clone()).unwrap();
+        }
+        let racing = {
+            let (tx, token) = (tx.clone(), token.clone());
+            thread::spawn(move || {
+                let _ = tx.send(1_000, token);
+            })
+        };
+        if hard {
+            hub.close_now();
+        } else {
+            rx.close();
+        }
+        racing.join().unwrap();
+        assert_eq!(std::sync::Arc::strong_count(&token), 1, "hard {hard}");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+        let s = rx.stats();
+        assert_eq!(s.received, s.dropped, "hard {hard}: {s:?}");
+        assert!(s.received >= 300 && s.pending == 0, "hard {hard}: {s:?}");
+    }
+}
