@@ -16,7 +16,7 @@
 use super::cell_rx::CellRx;
 use super::lock::{SpinGuard, SpinLock};
 use crate::conflate::common::event::Event;
-use crate::sync::{Arc, AtomicBool, AtomicPtr, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
 use std::mem::MaybeUninit;
@@ -35,6 +35,8 @@ const BLOCK: usize = if cfg!(any(loom, shuttle)) {
 /// A place's position once its value was taken by a pop or moved out by the
 /// conversion (a cut leaves positions as they are: the epoch tells).
 const TAKEN: u64 = u64::MAX;
+/// A place's position before its push wrote it (a new or recycled place).
+const EMPTY: u64 = u64::MAX - 1;
 /// Taken entries between two looks at the index's size (`maybe_compact`).
 const COMPACT_EVERY: u64 = if cfg!(any(loom, shuttle, miri)) {
     2
@@ -52,17 +54,47 @@ fn shard_of(hash: u64) -> usize {
     (hash >> 40) as usize & (SHARDS - 1)
 }
 
-/// One place of the queue. `ready` and `position` are atomics (a send with a
-/// stale index entry reads a recycled place's position; the consumer reads
-/// `ready` before it synchronizes); the rest is written by a push under the
-/// push lock, by a coalescing send under the key's shard lock, and read by
-/// the consumer after a lock or the cut's barrier ordered those writes first.
+/// The index's hash of a key, from the low 32 bits of the hub's hash it
+/// keeps (as the cells' index: an odd multiplier mixes them into hashbrown's
+/// tag bits).
+fn table_hash(low: u32) -> u64 {
+    u64::from(low).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// What a place keeps of its key's hash: the low 32 bits and the shard, all
+/// that the index, the shards and the cells read of it.
+#[derive(Clone, Copy)]
+struct Hashed {
+    low: u32,
+    shard: u8,
+}
+
+impl Hashed {
+    fn of(hash: u64) -> Self {
+        Hashed {
+            low: hash as u32,
+            shard: shard_of(hash) as u8,
+        }
+    }
+
+    /// A hash with the same low bits and shard as the hub's.
+    fn hash(self) -> u64 {
+        u64::from(self.shard) << 40 | u64::from(self.low)
+    }
+}
+
+/// One place of the queue, 40 bytes with `u64` keys and values. `position`
+/// is atomic (a send with a stale index entry reads a recycled place's for a
+/// compare; the consumer reads it before it synchronizes); the rest is
+/// written by a push under the push lock, by a coalescing send under the
+/// key's shard lock, and read by the consumer after the push's Release store
+/// of the position, a lock, or the cut's barrier ordered those writes first.
 struct Place<K, V> {
-    ready: AtomicBool,
-    /// The push's number; `TAKEN` once the value left.
+    /// `EMPTY`, then the push's number (stored Release once the place is
+    /// written), then `TAKEN` once the value left.
     position: AtomicU64,
-    hash: UnsafeCell<u64>,
     sends: UnsafeCell<u64>,
+    hash: UnsafeCell<Hashed>,
     key: UnsafeCell<MaybeUninit<K>>,
     value: UnsafeCell<MaybeUninit<V>>,
 }
@@ -70,19 +102,23 @@ struct Place<K, V> {
 impl<K, V> Place<K, V> {
     fn new() -> Self {
         Place {
-            ready: AtomicBool::new(false),
-            position: AtomicU64::new(TAKEN),
-            hash: UnsafeCell::new(0),
+            position: AtomicU64::new(EMPTY),
             sends: UnsafeCell::new(0),
+            hash: UnsafeCell::new(Hashed { low: 0, shard: 0 }),
             key: UnsafeCell::new(MaybeUninit::uninit()),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
 
+    /// Whether the push wrote the place. Acquire: pairs with the push's
+    /// Release store of the position.
+    fn ready(&self) -> bool {
+        self.position.load(Ordering::Acquire) != EMPTY
+    }
+
     /// # Safety
-    /// The place is written (`ready` seen with Acquire, or under a lock
-    /// after the push).
-    unsafe fn hash(&self) -> u64 {
+    /// The place is written (`ready`, or under a lock after the push).
+    unsafe fn hash(&self) -> Hashed {
         // SAFETY: the caller's contract: the push's write happened before.
         self.hash.with(|p| unsafe { *p })
     }
@@ -117,15 +153,20 @@ fn new_block<K, V>() -> *mut Block<K, V> {
     }))
 }
 
-/// An index entry: where the key's latest place is.
+/// An index entry: where the key's latest place is (32 bytes with `u64`
+/// keys).
 struct Ix<K, V> {
     key: K,
     place: *const Place<K, V>,
     /// The place's position when this key was pushed there: the place is
     /// still this key's while the two agree (and `epoch` is current).
     position: u64,
-    epoch: u64,
-    hash: u64,
+    /// The hash's low 32 bits.
+    low: u32,
+    /// The cut epoch it was pushed in. 32 bits wrap only after 2^32 cuts
+    /// that each took a place, by when the place was recycled and carries
+    /// another position.
+    epoch: u32,
 }
 
 /// A shard's part under its lock.
@@ -149,7 +190,7 @@ struct Tail<K, V> {
     block: *mut Block<K, V>,
     idx: usize,
     /// The cut epoch (the atomic `Solo::epoch` mirrors it).
-    epoch: u64,
+    epoch: u32,
     next_position: u64,
     /// The consumer is about to park: the next push wakes it.
     parked: bool,
@@ -196,7 +237,7 @@ pub(crate) struct Moved<K, V> {
 pub(crate) struct Solo<K, V> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     /// The cut epoch, read by every send under its shard lock.
-    epoch: CachePadded<AtomicU64>,
+    epoch: CachePadded<AtomicU32>,
     /// What the producers write on every push, on lines of their own.
     push: CachePadded<PushSide<K, V>>,
     /// What the consumer writes on every take, on lines of its own.
@@ -252,7 +293,7 @@ impl<K, V> Solo<K, V> {
                     })
                 })
                 .collect(),
-            epoch: CachePadded::new(AtomicU64::new(0)),
+            epoch: CachePadded::new(AtomicU32::new(0)),
             push: CachePadded::new(PushSide {
                 lock: SpinLock::new(),
                 tail: UnsafeCell::new(Tail {
@@ -329,7 +370,7 @@ impl<K, V> Solo<K, V> {
     /// Claims the next place and writes it; under the key's shard lock.
     /// Returns the place, its position and epoch, and whether to wake the
     /// consumer.
-    fn push(&self, hash: u64, key: K, value: V) -> (*const Place<K, V>, u64, u64, bool) {
+    fn push(&self, hash: u64, key: K, value: V) -> (*const Place<K, V>, u64, u32, bool) {
         let guard = self.push.lock.lock();
         // SAFETY: the push lock is held.
         let t = unsafe { self.tail(&guard) };
@@ -343,18 +384,17 @@ impl<K, V> Solo<K, V> {
         // matches its next position yet); its old contents were taken (a
         // recycled block's places all were).
         // SAFETY: as said above.
-        place.hash.with_mut(|p| unsafe { *p = hash });
+        place.hash.with_mut(|p| unsafe { *p = Hashed::of(hash) });
         // SAFETY: as above.
         place.sends.with_mut(|p| unsafe { *p = 1 });
         // SAFETY: as above.
         place.key.with_mut(|p| unsafe { (*p).write(key) });
         // SAFETY: as above.
         place.value.with_mut(|p| unsafe { (*p).write(value) });
-        // Relaxed: read under this key's shard lock, which the caller holds
-        // (a send with a stale index entry reads it for a compare only).
-        place.position.store(position, Ordering::Relaxed);
-        // Release: the consumer that sees it ready sees the place written.
-        place.ready.store(true, Ordering::Release);
+        // Release: the consumer that sees it (`ready`) sees the place
+        // written; sends read it under this key's shard lock, which the
+        // caller holds (one with a stale index entry, for a compare only).
+        place.position.store(position, Ordering::Release);
         t.idx += 1;
         if t.idx == BLOCK {
             let next = t.free.pop().unwrap_or_else(new_block);
@@ -366,7 +406,7 @@ impl<K, V> Solo<K, V> {
         }
         t.next_position = position + 1;
         // Relaxed: a count for `len` and the stats; the places are published
-        // by `ready`.
+        // by their positions.
         self.push.pushed.store(position + 1, Ordering::Relaxed);
         let wake = std::mem::take(&mut t.parked);
         (place, position, t.epoch, wake)
@@ -429,7 +469,7 @@ impl<K: Eq + Clone, V> Solo<K, V> {
         let now = self.epoch.load(Ordering::Relaxed);
         let found = data
             .index
-            .find_mut(hash, |ix| ix.hash == hash && ix.key == *key);
+            .find_mut(table_hash(hash as u32), |ix| ix.low == hash as u32 && ix.key == *key);
         let sent = match found {
             Some(ix)
                 if ix.epoch == now
@@ -463,15 +503,15 @@ impl<K: Eq + Clone, V> Solo<K, V> {
                 let (indexed, queued) = (key.clone(), key.clone());
                 let (place, position, epoch, wake) = self.push(hash, queued, value);
                 data.index.insert_unique(
-                    hash,
+                    table_hash(hash as u32),
                     Ix {
                         key: indexed,
                         place,
                         position,
+                        low: hash as u32,
                         epoch,
-                        hash,
                     },
-                    |ix| ix.hash,
+                    |ix| table_hash(ix.low),
                 );
                 Sent { old: None, wake }
             }
@@ -515,7 +555,7 @@ impl<K, V> Solo<K, V> {
             let block = unsafe { &*b };
             for p in block.places.iter() {
                 // Relaxed: published to the producers by the push lock below.
-                p.ready.store(false, Ordering::Relaxed);
+                p.position.store(EMPTY, Ordering::Relaxed);
             }
             block.next.store(ptr::null_mut(), Ordering::Relaxed);
         }
@@ -541,12 +581,11 @@ impl<K, V> Solo<K, V> {
             return self.empty();
         };
         // Acquire: pairs with the push's Release.
-        if !place.ready.load(Ordering::Acquire) {
+        if !place.ready() {
             return self.empty();
         }
         // SAFETY: ready.
-        let hash = unsafe { place.hash() };
-        let shard = &self.shards[shard_of(hash)];
+        let shard = &self.shards[usize::from(unsafe { place.hash() }.shard)];
         let guard = shard.lock.lock();
         // Relaxed: written under this lock.
         if place.position.load(Ordering::Relaxed) == TAKEN {
@@ -587,12 +626,12 @@ impl<K: Clone, V: Clone> Solo<K, V> {
         let Some(place) = Self::head_place(h) else {
             return self.empty();
         };
-        if !place.ready.load(Ordering::Acquire) {
+        if !place.ready() {
             return self.empty();
         }
         // SAFETY: ready.
-        let hash = unsafe { place.hash() };
-        let guard = self.shards[shard_of(hash)].lock.lock();
+        let shard = usize::from(unsafe { place.hash() }.shard);
+        let guard = self.shards[shard].lock.lock();
         if place.position.load(Ordering::Relaxed) == TAKEN {
             drop(guard);
             return self.empty();
@@ -638,7 +677,7 @@ impl<K, V> Solo<K, V> {
             if at_head {
                 return Took::Empty;
             }
-            t.epoch += 1;
+            t.epoch = t.epoch.wrapping_add(1);
             // Relaxed: sends read it under a shard lock this cut's barrier
             // takes after this store (or, for keys not in the batch, after
             // the push lock orders it; see `send`).
@@ -656,7 +695,7 @@ impl<K, V> Solo<K, V> {
             self.for_each_place(h, end_block, end_idx, |p| {
                 // SAFETY: places before the tail are written (the push lock
                 // ordered their pushes before this cut).
-                named |= 1 << shard_of(unsafe { p.hash() });
+                named |= 1 << unsafe { p.hash() }.shard;
             });
         }
         while named != 0 {
@@ -765,7 +804,7 @@ impl<K, V> Solo<K, V> {
             });
             // A table that grew for a burst gives the room back.
             if data.index.capacity() > 4 * data.index.len() {
-                data.index.shrink_to(2 * data.index.len(), |ix| ix.hash);
+                data.index.shrink_to(2 * data.index.len(), |ix| table_hash(ix.low));
             }
         }
     }
@@ -885,7 +924,7 @@ impl<K, V> Solo<K, V> {
                 // and every shard lock is held.
                 let (key, value, sends) = unsafe { place.take() };
                 // SAFETY: written.
-                let hash = unsafe { place.hash() };
+                let hash = unsafe { place.hash() }.hash();
                 Moved {
                     hash,
                     key,
