@@ -226,16 +226,23 @@ enum Take {
 /// Key churn leaves the heap flat: every round sends `KEYS` keys never sent
 /// before and takes them all, so the live key set is `KEYS` at most, and what
 /// the hub keeps for keys that are gone must not grow with the rounds (conflate
-/// rule 3: memory bounded by the live key set). A plain receiver (the hub's
-/// shared values) and one with a key filter (its own values).
-fn churn_residue<I: Conflate>(take: Take, filtered: bool) {
+/// rule 3: memory bounded by the live key set). `filtered`: `Some(true)`, a
+/// receiver with a key filter (its own values); `Some(false)`, the hub's
+/// first plain receiver (in keybus its values in its queue); `None`, a later
+/// plain receiver (in keybus the hub's shared cells).
+fn churn_residue<I: Conflate>(take: Take, filtered: Option<bool>) {
     let name = I::NAME.replace(' ', "");
     let hub = Hub::<I, u64, u64>::new();
     let tx = hub.sender();
-    let mut rx = if filtered {
-        hub.receiver_builder().key_filter(|_: &u64| true).build()
-    } else {
-        hub.receiver()
+    let mut rx = match filtered {
+        Some(true) => hub.receiver_builder().key_filter(|_: &u64| true).build(),
+        Some(false) => hub.receiver(),
+        None => {
+            // Not the hub's first plain receiver: in keybus, one that shares
+            // the cells.
+            drop(hub.receiver());
+            hub.receiver()
+        }
     };
     const KEYS: u64 = 10_000;
     let mut next = 0u64;
@@ -264,7 +271,7 @@ fn churn_residue<I: Conflate>(take: Take, filtered: bool) {
     let bound = 1 << 20;
     assert!(
         more <= bound,
-        "{name} ({take:?}, key filter {filtered}): 400,000 keys come and gone \
+        "{name} ({take:?}, key filter {filtered:?}): 400,000 keys come and gone \
          grew the heap by {more} bytes (more than {bound})"
     );
 }
@@ -272,7 +279,7 @@ fn churn_residue<I: Conflate>(take: Take, filtered: bool) {
 #[test]
 fn key_churn_leaves_no_residue() {
     for take in [Take::Cut, Take::Pop] {
-        for filtered in [false, true] {
+        for filtered in [Some(false), Some(true), None] {
             churn_residue::<conflate_api::Lockfree>(take, filtered);
             churn_residue::<conflate_api::Baseline>(take, filtered);
         }
@@ -285,11 +292,18 @@ fn key_churn_leaves_no_residue() {
 /// dropped no value may live on in the hub (conflate rule 3). Counted with a
 /// shared token: each value is a clone of it, so its strong count is one plus
 /// the copies still alive anywhere.
-fn recurring_keys_leave_no_copies<I: Conflate>(take: Take) {
+///
+/// `shared`: the receiver is not the hub's first plain one (that one came and
+/// went), so in keybus it shares the hub's cells; the first one keeps its
+/// values itself.
+fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool) {
     let name = I::NAME.replace(' ', "");
     let token = std::sync::Arc::new(0u64);
     let hub = Hub::<I, u64, std::sync::Arc<u64>>::new();
     let tx = hub.sender();
+    if shared {
+        drop(hub.receiver());
+    }
     let mut rx = hub.receiver();
     const KEYS: u64 = 1_000;
     for round in 0..4 {
@@ -313,7 +327,9 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take) {
 #[test]
 fn recurring_keys_leave_no_copies_behind() {
     for take in [Take::Cut, Take::Pop] {
-        recurring_keys_leave_no_copies::<conflate_api::Lockfree>(take);
-        recurring_keys_leave_no_copies::<conflate_api::Baseline>(take);
+        for shared in [false, true] {
+            recurring_keys_leave_no_copies::<conflate_api::Lockfree>(take, shared);
+            recurring_keys_leave_no_copies::<conflate_api::Baseline>(take, shared);
+        }
     }
 }

@@ -467,9 +467,9 @@ impl<K: Eq + Clone, V> Solo<K, V> {
         // barrier's release (docs/design.md, "The sole receiver owns its
         // values").
         let now = self.epoch.load(Ordering::Relaxed);
-        let found = data
-            .index
-            .find_mut(table_hash(hash as u32), |ix| ix.low == hash as u32 && ix.key == *key);
+        let found = data.index.find_mut(table_hash(hash as u32), |ix| {
+            ix.low == hash as u32 && ix.key == *key
+        });
         let sent = match found {
             Some(ix)
                 if ix.epoch == now
@@ -804,7 +804,8 @@ impl<K, V> Solo<K, V> {
             });
             // A table that grew for a burst gives the room back.
             if data.index.capacity() > 4 * data.index.len() {
-                data.index.shrink_to(2 * data.index.len(), |ix| table_hash(ix.low));
+                data.index
+                    .shrink_to(2 * data.index.len(), |ix| table_hash(ix.low));
             }
         }
     }
