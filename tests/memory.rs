@@ -296,10 +296,19 @@ fn key_churn_leaves_no_residue() {
 /// `shared`: the receiver is not the hub's first plain one (that one came and
 /// went), so in keybus it shares the hub's cells; the first one keeps its
 /// values itself.
-fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool) {
+///
+/// `retained`: a `retain_latest` hub, whose table keeps one copy per key (in
+/// keybus its one receiver shares the cells, the table's values).
+fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool, retained: bool) {
     let name = I::NAME.replace(' ', "");
     let token = std::sync::Arc::new(0u64);
-    let hub = Hub::<I, u64, std::sync::Arc<u64>>::new();
+    let hub = if retained {
+        Hub::<I, u64, std::sync::Arc<u64>>::builder()
+            .retain_latest()
+            .build()
+    } else {
+        Hub::<I, u64, std::sync::Arc<u64>>::new()
+    };
     let tx = hub.sender();
     if shared {
         drop(hub.receiver());
@@ -317,9 +326,9 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool) {
         assert_eq!(taken as u64, KEYS, "{name}: one event per key");
         assert_eq!(
             std::sync::Arc::strong_count(&token),
-            1,
-            "{name} ({take:?}): values left in the hub after round {round}, \
-             every event dropped"
+            1 + if retained { KEYS as usize } else { 0 },
+            "{name} ({take:?}, retained {retained}): values left in the hub after \
+             round {round}, every event dropped"
         );
     }
 }
@@ -327,9 +336,9 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool) {
 #[test]
 fn recurring_keys_leave_no_copies_behind() {
     for take in [Take::Cut, Take::Pop] {
-        for shared in [false, true] {
-            recurring_keys_leave_no_copies::<conflate_api::Lockfree>(take, shared);
-            recurring_keys_leave_no_copies::<conflate_api::Baseline>(take, shared);
+        for (shared, retained) in [(false, false), (true, false), (false, true)] {
+            recurring_keys_leave_no_copies::<conflate_api::Lockfree>(take, shared, retained);
+            recurring_keys_leave_no_copies::<conflate_api::Baseline>(take, shared, retained);
         }
     }
 }
