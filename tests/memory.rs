@@ -16,7 +16,7 @@
 
 use keybus_test_support::broadcast_api::{self, Broadcast, BufferApi, Value};
 use keybus_test_support::conflate_api::{
-    self, Conflate, Hub, HubApi, ReceiverApi, ReceiverBuilderApi, SenderApi,
+    self, Conflate, Hub, HubApi, HubBuilderApi, ReceiverApi, ReceiverBuilderApi, SenderApi,
 };
 use keybus_test_support::counting::{self, Counting};
 
