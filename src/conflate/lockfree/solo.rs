@@ -682,6 +682,10 @@ impl<K, V> Solo<K, V> {
             // takes after this store (or, for keys not in the batch, after
             // the push lock orders it; see `send`).
             self.epoch.store(t.epoch, Ordering::Relaxed);
+            // The batch is taken as of this instant: `len` stops counting
+            // it now, so a key sent again while the cut runs counts once
+            // (Release: as in `advance`).
+            self.take.popped.store(t.next_position, Ordering::Release);
             (t.block, t.idx)
         };
         let batch = self.batch_len(h, end_block, end_idx);
@@ -732,7 +736,9 @@ impl<K, V> Solo<K, V> {
             h.idx = end;
         }
         h.peak = h.peak.max(batch as u64);
-        self.advance(h, batch as u64);
+        // `popped` already says so (above).
+        h.position += batch as u64;
+        h.taken += batch as u64;
         self.spend(h);
         Took::Some((batch, sends))
     }
