@@ -76,8 +76,11 @@ impl<K, V> CellLocal<K, V> {
     #[cold]
     fn switch_to_cells(&mut self, rx: &CellRx) {
         if let Some(solo) = self.solo() {
-            let (values, keys, sends) = solo.tear_down();
-            debug_assert!(values.is_empty() && sends == 0, "converted: nothing left");
+            let (values, keys, lost) = solo.tear_down();
+            debug_assert!(values.is_empty(), "converted: nothing left");
+            // Entries a panicking conversion dropped: counted by this
+            // consumer, the only writer of its counts.
+            rx.consumed.dropped(lost);
             drop((values, keys));
         }
         self.solo = None;

@@ -384,7 +384,9 @@ impl<K, V> Shared<K, V> {
                         self.cells.credit(hash, &key, sends - 1);
                     }));
                     if let Err(payload) = cells {
-                        owner.consumed.dropped(sends);
+                        // The consumer counts it (its counts have one
+                        // writer): when it lets the solo part go.
+                        solo.count_lost(sends);
                         panicked.get_or_insert(payload);
                     }
                 }

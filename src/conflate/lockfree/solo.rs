@@ -259,6 +259,10 @@ struct TakeSide<K, V> {
     popped: AtomicU64,
     /// Set with `Tail::converted`, for readers without the push lock.
     converted: AtomicBool,
+    /// Sends of entries a panicking conversion dropped: the registrar
+    /// counts them here, the consumer (the only writer of its counts) adds
+    /// them to its `dropped` when it lets the solo part go.
+    lost: AtomicU64,
 }
 
 // SAFETY: the shards' data is reached only under their locks, the tail only
@@ -320,6 +324,7 @@ impl<K, V> Solo<K, V> {
                 }),
                 popped: AtomicU64::new(0),
                 converted: AtomicBool::new(false),
+                lost: AtomicU64::new(0),
             }),
             rx,
         }
@@ -435,6 +440,13 @@ impl<K, V> Solo<K, V> {
     pub(crate) fn is_converted(&self) -> bool {
         // Acquire: pairs with the Release in `convert`.
         self.take.converted.load(Ordering::Acquire)
+    }
+
+    /// Counts the sends of an entry the conversion dropped (a panic in user
+    /// code), for the consumer to take over (`tear_down`).
+    pub(crate) fn count_lost(&self, sends: u64) {
+        // Relaxed: read by the consumer after the conversion's Release.
+        self.take.lost.fetch_add(sends, Ordering::Relaxed);
     }
 
     /// Announces that the consumer is about to park: the next push wakes it.
@@ -577,23 +589,9 @@ impl<K, V> Solo<K, V> {
     pub(crate) fn pop(&self) -> Took<Event<K, V>> {
         // SAFETY: the consumer calls this.
         let h = unsafe { self.head() };
-        let Some(place) = Self::head_place(h) else {
+        let Some((place, guard)) = self.pending_head(h) else {
             return self.empty();
         };
-        // Acquire: pairs with the push's Release.
-        if !place.ready() {
-            return self.empty();
-        }
-        // SAFETY: ready.
-        let shard = &self.shards[usize::from(unsafe { place.hash() }.shard)];
-        let guard = shard.lock.lock();
-        // Relaxed: written under this lock.
-        if place.position.load(Ordering::Relaxed) == TAKEN {
-            // Only the conversion or a hard close marks a place the consumer
-            // has not passed; either one did so before this lock.
-            drop(guard);
-            return self.empty();
-        }
         place.position.store(TAKEN, Ordering::Relaxed);
         // SAFETY: the place is pending (not taken) and its shard lock is
         // held; marked taken, no send writes it again.
@@ -606,6 +604,30 @@ impl<K, V> Solo<K, V> {
         }
         self.spend(h);
         Took::Some(Event::new(key, value, sends))
+    }
+
+    /// The place at the consumer's head if it is pending, with its shard
+    /// lock held; `None` if the queue is empty there, or its values were
+    /// taken by the conversion or a hard close.
+    fn pending_head<'a>(
+        &'a self,
+        h: &'a mut Head<K, V>,
+    ) -> Option<(&'a Place<K, V>, SpinGuard<'a>)> {
+        let place = Self::head_place(h)?;
+        // Acquire (`ready`): pairs with the push's Release.
+        if !place.ready() {
+            return None;
+        }
+        // SAFETY: ready.
+        let shard = usize::from(unsafe { place.hash() }.shard);
+        let guard = self.shards[shard].lock.lock();
+        // Relaxed: written under this lock. Only the conversion or a hard
+        // close marks a place the consumer has not passed; either one did
+        // so before this lock.
+        if place.position.load(Ordering::Relaxed) == TAKEN {
+            return None;
+        }
+        Some((place, guard))
     }
 
     /// Nothing pending here: converted, or empty.
@@ -623,19 +645,9 @@ impl<K: Clone, V: Clone> Solo<K, V> {
     pub(crate) fn peek(&self) -> Took<Event<K, V>> {
         // SAFETY: the consumer calls this.
         let h = unsafe { self.head() };
-        let Some(place) = Self::head_place(h) else {
+        let Some((place, guard)) = self.pending_head(h) else {
             return self.empty();
         };
-        if !place.ready() {
-            return self.empty();
-        }
-        // SAFETY: ready.
-        let shard = usize::from(unsafe { place.hash() }.shard);
-        let guard = self.shards[shard].lock.lock();
-        if place.position.load(Ordering::Relaxed) == TAKEN {
-            drop(guard);
-            return self.empty();
-        }
         // SAFETY: pending, and its shard lock is held.
         let event = unsafe {
             Event::new(
@@ -829,7 +841,8 @@ impl<K, V> Solo<K, V> {
     /// The consumer's last step (its close, its drop after a hard close, or
     /// its switch to the cells after the conversion): shuts the sends out,
     /// moves every value still pending out (returned, to be dropped after
-    /// the locks, with the sends they folded), and frees the queue. Consumer
+    /// the locks, with the sends they folded and any a panicking conversion
+    /// dropped), and frees the queue. Consumer
     /// (or its close) only; idempotent.
     pub(crate) fn tear_down(&self) -> (Vec<(K, V)>, Vec<K>, u64) {
         // SAFETY: the consumer (or its close) calls this.
@@ -885,7 +898,9 @@ impl<K, V> Solo<K, V> {
         h.gone = true;
         drop(push);
         drop(guards);
-        (values, keys, sends)
+        // With what a panicking conversion dropped (`count_lost`).
+        let lost = self.take.lost.swap(0, Ordering::Relaxed);
+        (values, keys, sends + lost)
     }
 
     /// The conversion into the cells: every key pending in the current

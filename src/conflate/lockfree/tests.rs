@@ -587,3 +587,43 @@ fn a_sole_receivers_values_go_at_its_close_and_the_hubs() {
         assert!(s.received >= 300 && s.pending == 0, "hard {hard}: {s:?}");
     }
 }
+
+/// A `K::clone` that panics while the sole receiver's entries become cells
+/// (the second plain receiver's registration): that entry is dropped and
+/// counted so, the others become cells in order, and the registration
+/// panics with the hub usable.
+#[test]
+fn a_conversion_that_panics_drops_that_entry_and_counts_it() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    #[derive(PartialEq, Eq, Hash, Debug)]
+    struct Key(u32);
+    impl Clone for Key {
+        fn clone(&self) -> Self {
+            assert!(!(PANIC.load(Relaxed) && self.0 == 1), "planted clone panic");
+            Key(self.0)
+        }
+    }
+    let hub: Hub<Key, u32> = Hub::new();
+    let tx = hub.sender();
+    let mut first = hub.receiver();
+    for k in 0..3 {
+        tx.send(Key(k), 1).unwrap();
+    }
+    tx.send(Key(1), 2).unwrap();
+    PANIC.store(true, Relaxed);
+    let registered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hub.receiver()));
+    PANIC.store(false, Relaxed);
+    assert!(registered.is_err(), "the registration panics");
+    let keys: Vec<u32> = first
+        .try_recv_all()
+        .unwrap()
+        .iter()
+        .map(|e| e.key.0)
+        .collect();
+    assert_eq!(keys, [0, 2]);
+    let s = first.stats();
+    assert_eq!((s.received, s.folded, s.dropped, s.pending), (4, 2, 2, 0));
+    tx.send(Key(5), 1).unwrap();
+    assert_eq!(first.try_recv().unwrap().key, Key(5));
+}
