@@ -228,8 +228,9 @@ enum Take {
 /// the hub keeps for keys that are gone must not grow with the rounds (conflate
 /// rule 3: memory bounded by the live key set). `filtered`: `Some(true)`, a
 /// receiver with a key filter (its own values); `Some(false)`, the hub's
-/// first plain receiver (in keybus its values in its queue); `None`, a later
-/// plain receiver (in keybus the hub's shared cells).
+/// sole plain receiver (in keybus its values in its queue); `None`, a plain
+/// receiver registered beside another that then left (in keybus the hub's
+/// shared cells).
 fn churn_residue<I: Conflate>(take: Take, filtered: Option<bool>) {
     let name = I::NAME.replace(' ', "");
     let hub = Hub::<I, u64, u64>::new();
@@ -238,10 +239,12 @@ fn churn_residue<I: Conflate>(take: Take, filtered: Option<bool>) {
         Some(true) => hub.receiver_builder().key_filter(|_: &u64| true).build(),
         Some(false) => hub.receiver(),
         None => {
-            // Not the hub's first plain receiver: in keybus, one that shares
-            // the cells.
-            drop(hub.receiver());
-            hub.receiver()
+            // Registered beside another plain receiver: in keybus, one that
+            // shares the cells, alone once the other left.
+            let first = hub.receiver();
+            let rx = hub.receiver();
+            drop(first);
+            rx
         }
     };
     const KEYS: u64 = 10_000;
@@ -293,8 +296,8 @@ fn key_churn_leaves_no_residue() {
 /// shared token: each value is a clone of it, so its strong count is one plus
 /// the copies still alive anywhere.
 ///
-/// `shared`: the receiver is not the hub's first plain one (that one came and
-/// went), so in keybus it shares the hub's cells; the first one keeps its
+/// `shared`: the receiver registered beside another plain one, which then
+/// left, so in keybus it shares the hub's cells; a sole one keeps its
 /// values itself.
 ///
 /// `retained`: a `retain_latest` hub, whose table keeps one copy per key (in
@@ -310,10 +313,9 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool, retaine
         Hub::<I, u64, std::sync::Arc<u64>>::new()
     };
     let tx = hub.sender();
-    if shared {
-        drop(hub.receiver());
-    }
+    let first = shared.then(|| hub.receiver());
     let mut rx = hub.receiver();
+    drop(first);
     const KEYS: u64 = 1_000;
     for round in 0..4 {
         for k in 0..KEYS {

@@ -40,9 +40,10 @@ fn two_shard_keys() -> (u32, u32) {
 }
 
 /// `hub` with one receiver, then one sender, registered before any other
-/// thread starts. A plain receiver here shares the hub's cells: the hub's
-/// first plain receiver, which keeps its values itself (docs/design.md, "The
-/// sole receiver owns its values"), came and went first.
+/// thread starts. A plain receiver here shares the hub's cells: a sole
+/// plain receiver keeps its values itself (docs/design.md, "The sole
+/// receiver owns its values"), so this one registers beside another that
+/// then leaves.
 fn with_rx_tx<V: Clone + Send + 'static>(
     hub: Hub<u32, V>,
 ) -> (Hub<u32, V>, Receiver<u32, V>, Sender<u32, V>) {
@@ -51,11 +52,13 @@ fn with_rx_tx<V: Clone + Send + 'static>(
     (hub, rx, tx)
 }
 
-/// A plain receiver that shares the hub's cells: the hub's sole-receiver
-/// life is spent first.
+/// A lone plain receiver that shares the hub's cells: registered second
+/// (the first one's part became cells), then the first one leaves.
 fn cell_receiver<V: Clone + Send + 'static>(hub: &Hub<u32, V>) -> Receiver<u32, V> {
-    drop(hub.receiver());
-    hub.receiver()
+    let first = hub.receiver();
+    let rx = hub.receiver();
+    drop(first);
+    rx
 }
 
 /// `hub`'s first plain receiver (its values its own), then one sender.

@@ -10,7 +10,7 @@ use super::queue::{CellId, Head};
 use super::solo::{Solo, Took};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::stats::ReceiverStats;
-use crate::sync::{lock, AtomicU64, Ordering};
+use crate::sync::{lock, Arc, AtomicU64, Ordering};
 use std::panic::{self, AssertUnwindSafe};
 
 /// The consumer's side of a cell receiver (owned by its `Receiver`).
@@ -25,18 +25,12 @@ pub(crate) struct CellLocal<K, V> {
     entries: Vec<(CellId, u64)>,
     /// The hub's sole receiver's values, while this receiver is it and has
     /// not yet seen them converted into cells (`solo.rs`).
-    solo: Option<SoloLink<K, V>>,
+    solo: Option<Arc<Solo<K, V>>>,
+    /// The solo part after a close let go of it: its counts are the
+    /// receiver's final stats.
+    solo_left: Option<Arc<Solo<K, V>>>,
     values: std::marker::PhantomData<fn() -> (K, V)>,
 }
-
-/// A link to the hub's [`Solo`], which lives as long as the hub's shared
-/// part (the receiver holds an `Arc` of it).
-struct SoloLink<K, V>(std::ptr::NonNull<Solo<K, V>>);
-
-// SAFETY: a shared reference to a `Solo`, which is `Sync` and `Send`.
-unsafe impl<K: Send, V: Send> Send for SoloLink<K, V> {}
-// SAFETY: as above.
-unsafe impl<K: Send, V: Send> Sync for SoloLink<K, V> {}
 
 impl<K, V> Default for CellLocal<K, V> {
     fn default() -> Self {
@@ -46,6 +40,7 @@ impl<K, V> Default for CellLocal<K, V> {
             let_go: false,
             entries: Vec::new(),
             solo: None,
+            solo_left: None,
             values: std::marker::PhantomData,
         }
     }
@@ -54,19 +49,23 @@ impl<K, V> Default for CellLocal<K, V> {
 impl<K, V> CellLocal<K, V> {
     /// The consumer side of the hub's sole receiver: its values in `solo`
     /// until they are converted into cells.
-    pub(crate) fn with_solo(solo: &Solo<K, V>) -> Self {
+    pub(crate) fn with_solo(solo: Arc<Solo<K, V>>) -> Self {
         CellLocal {
-            solo: Some(SoloLink(std::ptr::NonNull::from(solo))),
+            solo: Some(solo),
             ..Self::default()
         }
     }
 
     /// The solo part, while there is one.
     #[inline(always)]
-    fn solo(&self) -> Option<&Solo<K, V>> {
-        // SAFETY: the `Solo` lives in the hub's shared part, which the
-        // receiver owning this keeps alive (`SoloLink`).
-        self.solo.as_ref().map(|s| unsafe { s.0.as_ref() })
+    fn solo(&self) -> Option<&Arc<Solo<K, V>>> {
+        self.solo.as_ref()
+    }
+
+    /// The solo part whose counts are the receiver's stats: while it is
+    /// the receiver's, and after a close let go of it.
+    pub(crate) fn counted_solo(&self) -> Option<&Arc<Solo<K, V>>> {
+        self.solo.as_ref().or(self.solo_left.as_ref())
     }
 
     /// The entries became cells: lets go of the solo part (nothing is left
@@ -109,6 +108,20 @@ impl CellRx {
         match &self.correction {
             Some(c) => c.correct(|| self.queue_stats(cells)),
             None => self.queue_stats(cells),
+        }
+    }
+
+    /// The receiver's accounting, from any thread, given its solo part if
+    /// it was registered the hub's sole receiver: from that part until it
+    /// is converted, then from its entries.
+    pub(crate) fn current_stats<K, V>(
+        &self,
+        solo: Option<&Solo<K, V>>,
+        cells: &Cells<K, V>,
+    ) -> ReceiverStats {
+        match solo {
+            Some(solo) if !solo.is_converted() => self.solo_stats(solo),
+            _ => self.stats(cells),
         }
     }
 
@@ -397,7 +410,7 @@ impl<K, V> CellLocal<K, V> {
             return;
         }
         self.drop_solo(rx);
-        self.solo = None;
+        self.solo_left = self.solo.take();
         // Entries a close already gave up (and counted) are walked again only
         // to clear marks that sends in flight set since.
         let counted = rx.walked_at_close.load(Ordering::Acquire);

@@ -548,7 +548,9 @@ where
     pub fn stats(&self) -> ReceiverStats {
         match &self.kind {
             Kind::Own(core, _) => core.stats(),
-            Kind::Cells(rx, _) => self.shared.cell_stats(rx),
+            Kind::Cells(rx, local) => {
+                rx.current_stats(local.counted_solo().map(|s| &**s), &self.shared.cells)
+            }
         }
     }
 
@@ -582,7 +584,7 @@ where
     pub fn watch(&self) -> ReceiverWatch<K, V> {
         let target = match &self.kind {
             Kind::Own(core, _) => Target::Own(core.clone()),
-            Kind::Cells(rx, _) => Target::Cells(rx.clone()),
+            Kind::Cells(rx, local) => Target::Cells(rx.clone(), local.counted_solo().cloned()),
         };
         ReceiverWatch::new(self.shared.clone(), target)
     }

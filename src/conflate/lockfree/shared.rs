@@ -19,7 +19,7 @@ use crate::conflate::common::hub_word::HubWord;
 use crate::conflate::common::policy::{KeyFilter, Merge};
 use crate::conflate::common::reentrancy::{self, SendScope};
 use crate::conflate::common::removal::Tombstones;
-use crate::conflate::common::stats::{HubStats, ReceiverInfo, ReceiverStats};
+use crate::conflate::common::stats::{HubStats, ReceiverInfo};
 use crate::error::SendError;
 use crate::sync::{lock, Arc, AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
@@ -41,6 +41,34 @@ pub(crate) struct WriterState<K, V> {
     /// Cell receivers a collection released: their allocations, for the
     /// next registrations (`SPARE_CELL_RXS` at most).
     spare_cell_rxs: Vec<Arc<CellRx>>,
+    /// The solo part `Shared::solo` names, while it names one.
+    solo: Option<Arc<Solo<K, V>>>,
+    /// Solo parts sends no longer reach but a send in flight may still
+    /// hold: let go of after the next grace period (`Shared::maybe_collect`).
+    retired_solos: Vec<Arc<Solo<K, V>>>,
+    /// Loom builds keep what they let go of, so that a send that still
+    /// reaches one trips its check instead of reading freed memory.
+    #[cfg(loom)]
+    let_go_solos: Vec<Arc<Solo<K, V>>>,
+}
+
+impl<K, V> WriterState<K, V> {
+    /// The retired solo parts, after a grace period: no send reaches them
+    /// now (in loom builds they are kept, marked let go of, and a send that
+    /// still reaches one panics).
+    fn let_go_of_retired_solos(&mut self) -> Vec<Arc<Solo<K, V>>> {
+        let solos = std::mem::take(&mut self.retired_solos);
+        #[cfg(loom)]
+        {
+            for solo in &solos {
+                solo.mark_let_go();
+            }
+            self.let_go_solos.extend(solos);
+            Vec::new()
+        }
+        #[cfg(not(loom))]
+        solos
+    }
 }
 
 /// Released cell receivers kept for reuse: as many as a collection releases
@@ -81,10 +109,8 @@ pub(crate) struct Shared<K, V> {
     /// read by every send that has cell receivers, after their count, and
     /// stored (under the writer lock) before the count that shows its
     /// receiver, and cleared under `QUIESCE` or when its receiver leaves.
+    /// Held by `WriterState::solo` while stored, then retired.
     solo: AtomicPtr<Solo<K, V>>,
-    /// Where `solo` lives, for the hub's life: made for the first plain
-    /// receiver of a hub without a table, and never again.
-    solo_home: std::sync::OnceLock<Box<Solo<K, V>>>,
 }
 
 /// Clears `QUIESCE` when a snapshot registration ends, also by a panic in the
@@ -112,6 +138,10 @@ impl<K, V> Shared<K, V> {
                 closed: false,
                 list,
                 spare_cell_rxs: Vec::new(),
+                solo: None,
+                retired_solos: Vec::new(),
+                #[cfg(loom)]
+                let_go_solos: Vec::new(),
             }),
             hasher: KeyHasher::default(),
             cells: Cells::new(merge.clone(), retain, tombstones.clone()),
@@ -125,7 +155,6 @@ impl<K, V> Shared<K, V> {
             departures: Departures::default(),
             serials: AtomicU64::new(0),
             solo: AtomicPtr::new(std::ptr::null_mut()),
-            solo_home: std::sync::OnceLock::new(),
         }
     }
 
@@ -136,19 +165,22 @@ impl<K, V> Shared<K, V> {
     pub(crate) fn active_solo(&self) -> Option<&Solo<K, V>> {
         // Relaxed: ordered after the count's Acquire load (see the field).
         let p = self.solo.load(Ordering::Relaxed);
-        // SAFETY: a `Solo` lives in `solo_home` for the hub's life.
+        // SAFETY: the writer state holds the `Solo` the pointer names, and
+        // after the pointer is cleared keeps it retired until a grace period
+        // has passed (`retire_solo`, `maybe_collect`): every caller is a send
+        // in flight, which that grace period waits for, or holds the writer
+        // lock.
         unsafe { p.as_ref() }
     }
 
-    /// A cell receiver's accounting: from the solo part while it is the sole
-    /// receiver's (not converted), else from its entries.
-    pub(crate) fn cell_stats(&self, rx: &CellRx) -> ReceiverStats {
-        if let Some(solo) = self.solo_home.get() {
-            if solo.owned_by(rx) && !solo.is_converted() {
-                return rx.solo_stats(solo);
-            }
+    /// Sends stop reaching the solo part (its receiver left, or became a
+    /// cell receiver); one in flight may still hold it, so it is let go of
+    /// after the next grace period. Under the writer lock.
+    fn retire_solo(&self, w: &mut WriterState<K, V>) {
+        self.solo.store(std::ptr::null_mut(), Ordering::Relaxed);
+        if let Some(solo) = w.solo.take() {
+            w.retired_solos.push(solo);
         }
-        rx.stats(&self.cells)
     }
 
     /// Whether user code of this thread runs inside a send of this hub (or
@@ -193,7 +225,10 @@ impl<K, V> Shared<K, V> {
             .chain(w.list.cell_rxs().into_iter().map(|rx| ReceiverInfo {
                 id: rx.serial,
                 name: rx.name.clone(),
-                stats: self.cell_stats(rx),
+                stats: rx.current_stats(
+                    w.solo.as_deref().filter(|solo| solo.owned_by(rx)),
+                    &self.cells,
+                ),
             }))
             .collect();
         drop(w);
@@ -293,7 +328,7 @@ impl<K, V> Shared<K, V> {
         serial: u64,
         name: Option<std::sync::Arc<str>>,
         correction: Option<std::sync::Arc<crate::conflate::common::removal::Correction>>,
-    ) -> (Arc<CellRx>, Option<&Solo<K, V>>)
+    ) -> (Arc<CellRx>, Option<Arc<Solo<K, V>>>)
     where
         K: Eq + Clone,
         V: Clone,
@@ -319,25 +354,27 @@ impl<K, V> Shared<K, V> {
             return (rx, None);
         }
         let mut sole = None;
-        if !self.retain && !snapshot && w.list.cell_live() == 0 && self.solo_home.get().is_none() {
-            // The first plain receiver of a hub without a table: its values
+        if !self.retain && !snapshot && w.list.cell_live() == 0 {
+            // The only plain receiver of a hub without a table: its values
             // are its own until a second one comes (`solo.rs`). Stored before
-            // the count below, which a send loads first.
-            let solo = self
-                .solo_home
-                .get_or_init(|| Box::new(Solo::new(rx.clone())));
+            // the count below, which a send loads first. An earlier sole
+            // receiver's part was retired when it left (or converted).
+            debug_assert!(w.solo.is_none(), "a solo part outlived its receiver");
+            self.retire_solo(&mut w);
+            let solo = Arc::new(Solo::new(rx.clone()));
             self.solo.store(
-                std::ptr::from_ref::<Solo<K, V>>(solo).cast_mut(),
+                std::ptr::from_ref::<Solo<K, V>>(&*solo).cast_mut(),
                 Ordering::Relaxed,
             );
-            sole = Some(&**solo);
+            w.solo = Some(solo.clone());
+            sole = Some(solo);
         }
-        let converting = self.active_solo().filter(|_| sole.is_none());
-        let _resume = (snapshot || converting.is_some()).then(|| self.hold_sends_off());
-        if let Some(solo) = converting {
+        let converting = sole.is_none() && w.solo.is_some();
+        let _resume = (snapshot || converting).then(|| self.hold_sends_off());
+        if converting {
             // A second plain receiver: the first one's entries become cells
             // first, with no send in flight.
-            self.convert_solo(solo);
+            self.convert_solo(&mut w);
         }
         if snapshot {
             // Copies nothing but cell names and marks: no user code runs.
@@ -355,11 +392,14 @@ impl<K, V> Shared<K, V> {
     /// Under the writer lock with sends held off; the receiver is the one
     /// cell receiver listed. A panic in `K::clone` or `K::eq` drops that
     /// entry (counted so), finishes the conversion, and then continues.
-    fn convert_solo(&self, solo: &Solo<K, V>)
+    fn convert_solo(&self, w: &mut WriterState<K, V>)
     where
         K: Eq + Clone,
         V: Clone,
     {
+        let Some(solo) = w.solo.clone() else {
+            return;
+        };
         let owner = solo.owner();
         let mut panicked = None;
         {
@@ -392,7 +432,7 @@ impl<K, V> Shared<K, V> {
                 }
             });
         }
-        self.solo.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.retire_solo(w);
         // A consumer parked on the solo part looks again (it finds the
         // conversion and goes on with the cells).
         owner.notify.notify(usize::MAX);
@@ -416,6 +456,12 @@ impl<K, V> Shared<K, V> {
     #[cfg(test)]
     pub(crate) fn spare_cell_rxs(&self) -> usize {
         self.lock_writer().spare_cell_rxs.len()
+    }
+
+    /// Solo parts retired and not yet let go of.
+    #[cfg(test)]
+    pub(crate) fn retired_solos(&self) -> usize {
+        self.lock_writer().retired_solos.len()
     }
 
     /// Sets `QUIESCE` and waits until no send is in flight; the guard lets
@@ -477,10 +523,10 @@ impl<K, V> Shared<K, V> {
 
     pub(crate) fn deregister_cell(&self, rx: &CellRx, how: Departure) {
         let mut w = self.lock_writer();
-        if self.active_solo().is_some_and(|solo| solo.owned_by(rx)) {
+        if w.solo.as_ref().is_some_and(|solo| solo.owned_by(rx)) {
             // The sole receiver leaves: sends stop looking at its solo part
             // (one in flight that still does finds it shut).
-            self.solo.store(std::ptr::null_mut(), Ordering::Relaxed);
+            self.retire_solo(&mut w);
         }
         if w.list.deregister_cell(rx) {
             self.count_cell_receivers(&w);
@@ -508,11 +554,13 @@ impl<K, V> Shared<K, V> {
         }
         self.stripes.wait_for_sends_in_flight();
         let mut released = w.list.collect(|rx| rx.clean_up(&self.cells));
+        let solos = w.let_go_of_retired_solos();
         let WriterState { spare_cell_rxs, .. } = &mut *w;
         released.keep_cells(spare_cell_rxs, SPARE_CELL_RXS);
         drop(w);
-        // Receivers' last counts (and their queues), dropped outside the lock.
-        drop(released);
+        // Receivers' last counts (and their queues), and solo parts no send
+        // can reach now, dropped outside the lock.
+        drop((released, solos));
     }
 
     /// Wakes every registered receiver: the last send in flight after a close
@@ -546,7 +594,7 @@ impl<K, V> Shared<K, V> {
     pub(crate) fn close_hub(&self) {
         self.forbid_inside_send("Hub::close_now");
         self.state.close_hub();
-        let (own, cells) = {
+        let (own, cells, solo) = {
             let mut w = self.lock_writer();
             w.closed = true;
             let listed = w.list.clear(&self.registry);
@@ -555,7 +603,8 @@ impl<K, V> Shared<K, V> {
             self.count_cell_receivers(&w);
             self.state.clear_receivers();
             self.tick();
-            listed
+            // Held here: the receiver may leave meanwhile and retire it.
+            (listed.0, listed.1, w.solo.clone())
         };
         for core in &own {
             core.close();
@@ -563,7 +612,7 @@ impl<K, V> Shared<K, V> {
         }
         // The sole receiver's values go now (a cut in progress drops its
         // batch itself when it sees the close).
-        let solo_values = self.active_solo().map(Solo::shut);
+        let solo_values = solo.as_deref().map(Solo::shut);
         for rx in &cells {
             // Its consumer lets go of its entries when it next looks (the
             // entries are its own to walk), or when it is dropped; the

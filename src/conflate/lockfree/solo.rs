@@ -244,6 +244,9 @@ pub(crate) struct Solo<K, V> {
     take: CachePadded<TakeSide<K, V>>,
     /// The receiver: its wake-up event, flags and consumer counts.
     rx: Arc<CellRx>,
+    /// Loom builds: the hub let go of this part (`mark_let_go`).
+    #[cfg(loom)]
+    let_go: AtomicBool,
 }
 
 struct PushSide<K, V> {
@@ -327,7 +330,16 @@ impl<K, V> Solo<K, V> {
                 lost: AtomicU64::new(0),
             }),
             rx,
+            #[cfg(loom)]
+            let_go: AtomicBool::new(false),
         }
+    }
+
+    /// Loom builds: the hub let go of this part after a grace period; a
+    /// send that reaches it later panics.
+    #[cfg(loom)]
+    pub(crate) fn mark_let_go(&self) {
+        self.let_go.store(true, Ordering::Relaxed);
     }
 
     /// The receiver whose values these are.
@@ -463,6 +475,13 @@ impl<K: Eq + Clone, V> Solo<K, V> {
     /// before anything changes (a panicking `K::clone` leaves all as it was).
     #[inline]
     pub(crate) fn send(&self, hash: u64, key: &K, value: V) -> Sent<V> {
+        // Relaxed: a correct hub lets go of a part only after a grace period
+        // that waited for this send (its leave happens before the mark).
+        #[cfg(loom)]
+        assert!(
+            !self.let_go.load(Ordering::Relaxed),
+            "a send reached a solo part the hub let go of"
+        );
         let shard = &self.shards[shard_of(hash)];
         let guard = shard.lock.lock();
         // SAFETY: the shard lock is held; `data` ends before `guard`.
@@ -859,7 +878,8 @@ impl<K, V> Solo<K, V> {
                 // SAFETY: the lock is held.
                 let data = unsafe { Self::data(shard, &guard) };
                 data.open = false;
-                keys.extend(data.index.drain().map(|ix| ix.key));
+                // Taken, not drained: a retired part keeps no table.
+                keys.extend(std::mem::take(&mut data.index).into_iter().map(|ix| ix.key));
                 guard
             })
             .collect();

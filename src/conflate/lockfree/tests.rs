@@ -299,9 +299,9 @@ fn a_renewed_cell_receiver_starts_as_new() {
     };
     let hub: Hub<u32, u32> = Hub::new();
     let tx = hub.sender();
-    // The hub's first plain receiver keeps its values itself (`solo.rs`),
-    // and its allocation with them: spent here, so `old` shares the cells.
-    drop(hub.receiver());
+    // A sole plain receiver keeps its values itself (`solo.rs`): `other`
+    // stays registered, so `old` and `new` share the cells.
+    let _other = hub.receiver_builder().name("other").build();
     let mut old = hub.receiver_builder().name("old").build();
     let n = if cfg!(miri) { 140 } else { 400 };
     for k in 0..n {
@@ -312,7 +312,7 @@ fn a_renewed_cell_receiver_starts_as_new() {
     for k in 0..n {
         tx.send(k, 2).unwrap();
     }
-    let old_serial = hub.receivers()[0].id;
+    let old_serial = hub.receivers()[1].id;
     old.close();
     let was = cell_rx(&old);
     drop(old);
@@ -325,9 +325,9 @@ fn a_renewed_cell_receiver_starts_as_new() {
     assert_eq!(new.len(), 0);
     assert_eq!(new.try_recv(), Err(TryRecvError::Empty));
     let info = hub.receivers();
-    assert_eq!(info.len(), 1);
-    assert_eq!(info[0].name, None);
-    assert_ne!(info[0].id, old_serial, "a new receiver's number");
+    assert_eq!(info.len(), 2);
+    assert_eq!(info[1].name, None);
+    assert_ne!(info[1].id, old_serial, "a new receiver's number");
     // SAFETY: `was` is `new`'s shared part (asserted above), which `new`
     // keeps alive; only its atomics are read, through a shared reference.
     let renewed = unsafe { &*was };
@@ -586,6 +586,74 @@ fn a_sole_receivers_values_go_at_its_close_and_the_hubs() {
         assert_eq!(s.received, s.dropped, "hard {hard}: {s:?}");
         assert!(s.received >= 300 && s.pending == 0, "hard {hard}: {s:?}");
     }
+}
+
+/// A plain receiver alone again on its hub keeps its values itself, as the
+/// hub's first one did: after the sole receiver left, and after a second
+/// one converted the first and both left. A departed receiver's watch keeps
+/// its final stats while the next one runs, and the hub lets go of the
+/// parts it retired at the next grace period (unit tests collect at every
+/// retirement). Heap values, so miri sees every value dropped once.
+#[test]
+fn a_receiver_alone_again_keeps_its_values_itself() {
+    use super::receiver::Kind;
+    let sole = |rx: &super::Receiver<u32, String>| match &rx.kind {
+        Kind::Cells(_, local) => local.counted_solo().is_some(),
+        Kind::Own(..) => panic!("a plain receiver shares the cells"),
+    };
+    let hub: Hub<u32, String> = Hub::new();
+    let tx = hub.sender();
+    let first = hub.receiver();
+    assert!(sole(&first));
+    tx.send(1, "a".into()).unwrap();
+    tx.send(1, "b".into()).unwrap();
+    let first_watch = first.watch();
+    drop(first);
+    let mut second = hub.receiver();
+    assert!(sole(&second), "alone again after the first left");
+    tx.send(2, "c".into()).unwrap();
+    tx.send(2, "d".into()).unwrap();
+    tx.send(4, "x".into()).unwrap();
+    let s = first_watch.stats();
+    assert_eq!((s.received, s.dropped, s.pending), (2, 2, 0), "{s:?}");
+    assert!(first_watch.is_closed());
+    let second_watch = second.watch();
+    assert_eq!(second_watch.stats().pending, 2);
+    let e = second.try_recv().unwrap();
+    assert_eq!((e.key, e.value.as_str(), e.sends), (2, "d", 2));
+    // A third converts the second's part; both leave; a fourth is alone.
+    let mut third = hub.receiver();
+    assert!(!sole(&third));
+    tx.send(5, "y".into()).unwrap();
+    let keys: Vec<u32> = second
+        .try_recv_all()
+        .unwrap()
+        .iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(keys, [4, 5]);
+    assert_eq!(third.try_recv().unwrap().key, 5);
+    drop(second);
+    drop(third);
+    assert_eq!(
+        hub.shared.retired_solos(),
+        0,
+        "let go of at the collections"
+    );
+    let mut fourth = hub.receiver();
+    assert!(sole(&fourth), "alone again after a conversion");
+    tx.send(3, "e".into()).unwrap();
+    tx.send(3, "f".into()).unwrap();
+    let e = fourth.try_recv().unwrap();
+    assert_eq!((e.key, e.value.as_str(), e.sends), (3, "f", 2));
+    let s = second_watch.stats();
+    assert_eq!(
+        (s.received, s.delivered, s.folded, s.dropped, s.pending),
+        (4, 3, 4, 0, 0),
+        "the second's final stats, from its cells"
+    );
+    let s = fourth.stats();
+    assert_eq!((s.received, s.delivered, s.pending), (2, 1, 0), "{s:?}");
 }
 
 /// A `K::clone` that panics while the sole receiver's entries become cells

@@ -14,6 +14,7 @@ use super::cell_rx::CellRx;
 use super::close_flags::Closing;
 use super::core::RxCore;
 use super::shared::Shared;
+use super::solo::Solo;
 use crate::conflate::common::hub_word::HubWord;
 use crate::conflate::common::stats::ReceiverStats;
 use crate::sync::Arc;
@@ -57,7 +58,9 @@ struct Watched<K, V> {
 /// The receiver's shared part, by kind.
 pub(crate) enum Target<K, V> {
     Own(Arc<RxCore<K, V>>),
-    Cells(Arc<CellRx>),
+    /// With its solo part if it was registered the hub's sole receiver (the
+    /// watch holds it: the hub may retire it while the watch lives).
+    Cells(Arc<CellRx>, Option<Arc<Solo<K, V>>>),
 }
 
 impl<K, V> ReceiverWatch<K, V> {
@@ -80,7 +83,7 @@ impl<K, V> ReceiverWatch<K, V> {
     pub fn stats(&self) -> ReceiverStats {
         match &self.inner.target {
             Target::Own(core) => core.stats(),
-            Target::Cells(rx) => self.inner.shared.cell_stats(rx),
+            Target::Cells(rx, solo) => rx.current_stats(solo.as_deref(), &self.inner.shared.cells),
         }
     }
 
@@ -89,7 +92,7 @@ impl<K, V> ReceiverWatch<K, V> {
     pub fn name(&self) -> Option<&str> {
         match &self.inner.target {
             Target::Own(core) => core.name.as_deref(),
-            Target::Cells(rx) => rx.name.as_deref(),
+            Target::Cells(rx, _) => rx.name.as_deref(),
         }
     }
 
@@ -97,7 +100,7 @@ impl<K, V> ReceiverWatch<K, V> {
     pub fn id(&self) -> u64 {
         match &self.inner.target {
             Target::Own(core) => core.id,
-            Target::Cells(rx) => rx.serial,
+            Target::Cells(rx, _) => rx.serial,
         }
     }
 
@@ -109,7 +112,7 @@ impl<K, V> ReceiverWatch<K, V> {
         let shared = &*self.inner.shared;
         let (closed, tx_closed) = match &self.inner.target {
             Target::Own(core) => (core.is_closed(), core.tx_closed()),
-            Target::Cells(rx) => (rx.is_closed(), rx.tx_closed()),
+            Target::Cells(rx, _) => (rx.is_closed(), rx.tx_closed()),
         };
         closed
             || shared.state.load().hub_closed()
