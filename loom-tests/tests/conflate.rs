@@ -478,6 +478,43 @@ fn conversion_vs_cuts_of_the_sole_receiver() {
     });
 }
 
+/// The sole receiver leaves while a send is in flight and a new plain
+/// receiver registers alone: it gets a solo part of its own, and the old
+/// part is only retired (docs/design.md, "The sole receiver owns its
+/// values"), so a send that still reaches it writes memory that is there.
+/// The send reaches at most one of the two receivers; the new one gets
+/// every later send; the old one's stats end with what it held dropped.
+///
+/// Rule: conflate 4 ("Registration versus send"), 12. Trap: a retired solo
+/// part let go of while a send still reaches it. Mutant: s7
+/// (`.ci/mutants`).
+#[test]
+fn sole_receiver_leaves_and_another_comes_vs_send() {
+    loom::model(|| {
+        let (hub, first, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+        let watch = first.watch();
+        let tx2 = tx.clone();
+        let sender = thread::spawn(move || tx2.send(7, 1).unwrap());
+        drop(first);
+        let mut second = hub.receiver();
+        sender.join().unwrap();
+        tx.send(7, 2).unwrap();
+        let got = drain(&mut second);
+        assert!(
+            got == [(7, 2, 1)] || got == [(7, 2, 2)],
+            "the new receiver gets every later send: {got:?}"
+        );
+        let s = watch.stats();
+        assert_eq!(s.pending, 0, "{s:?}");
+        assert_eq!(s.received, s.dropped, "what it held is dropped: {s:?}");
+        assert!(
+            s.received + got[0].2 <= 2,
+            "the first send reached both receivers: {s:?} {got:?}"
+        );
+        assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
+    });
+}
+
 /// The same for a receiver that keeps its own values: its core's wake-up.
 ///
 /// Rule: the same, own-value receivers. Trap: the same. Mutant: e3
