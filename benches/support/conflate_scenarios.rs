@@ -193,8 +193,26 @@ macro_rules! conflate_scenarios {
             /// times one cut. Warm: the same keys every round.
             pub fn drain_cost(backlog: u64, iters: u64) -> Duration {
                 let hub: imp::Hub<u64, u64> = imp::Hub::new();
-                let mut rx = hub.receiver();
-                let tx = hub.sender();
+                let rx = hub.receiver();
+                drain_cost_of(rx, hub.sender(), backlog, iters)
+            }
+
+            /// [`drain_cost`] for a consumer that reconnected: the hub's
+            /// receiver is dropped and a new one registered, alone again,
+            /// before the timed cuts.
+            pub fn drain_cost_reconnected(backlog: u64, iters: u64) -> Duration {
+                let hub: imp::Hub<u64, u64> = imp::Hub::new();
+                drop(hub.receiver());
+                let rx = hub.receiver();
+                drain_cost_of(rx, hub.sender(), backlog, iters)
+            }
+
+            fn drain_cost_of(
+                mut rx: imp::Receiver<u64, u64>,
+                tx: imp::Sender<u64, u64>,
+                backlog: u64,
+                iters: u64,
+            ) -> Duration {
                 let mut total = Duration::ZERO;
                 for round in 0..iters.max(1) {
                     for k in 0..backlog {
@@ -369,6 +387,7 @@ pub struct ConflateImpl {
     pub fan_out_try_all: fn(u64, u64, u64, u64) -> (std::time::Duration, u64),
     pub new_key_cycle: fn(u64, u64) -> std::time::Duration,
     pub drain_cost: fn(u64, u64) -> std::time::Duration,
+    pub drain_cost_reconnected: fn(u64, u64) -> std::time::Duration,
     pub cut_latency: fn(u64, u64) -> Latency,
     pub register_drop: fn(u64, u64) -> std::time::Duration,
     pub coalescing_send: fn(u64, u64) -> std::time::Duration,
@@ -419,6 +438,7 @@ macro_rules! conflate_suite {
             fan_out_try_all,
             new_key_cycle,
             drain_cost,
+            drain_cost_reconnected,
             cut_latency,
             register_drop,
             coalescing_send,

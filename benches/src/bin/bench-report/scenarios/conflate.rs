@@ -134,6 +134,24 @@ pub fn scenarios(scale: u64) -> Vec<Scenario> {
         ));
     }
 
+    // The same cut for a consumer that reconnected (its hub's receiver
+    // dropped and a new one registered alone).
+    let backlog = 10_000u64;
+    let iters = (300_000 * scale / backlog).max(3);
+    let entries = conflate_entries(true, |imp| {
+        let f = imp.drain_cost_reconnected;
+        if imp.runs_backlog(backlog) {
+            timed(move || f(backlog, iters))
+        } else {
+            Err("cannot hold a backlog this large (capacity 1,024, drop-oldest)")
+        }
+    });
+    out.push(Scenario::new(
+        format!("conflate/try_recv_all/{backlog}_reconnected"),
+        backlog * iters,
+        entries,
+    ));
+
     // Registration churn against the number of receivers already registered
     // (keybus and the baseline; the peers register per key or not at all).
     for standing in [10u64, 1_000, 10_000] {
