@@ -426,6 +426,43 @@ fn pop_vs_send_sole_receiver() {
     });
 }
 
+/// Pops empty a block of the sole receiver's queue, which goes back to the
+/// producer (loom builds have two places a block); the sender then pushes
+/// into it while the consumer pops on. A place of the recycled block must
+/// read not ready until its push: one the consumer took for ready reads
+/// the place while the push writes it. Every send arrives once, in order.
+///
+/// Rule: conflate 1, 13. Trap: a recycled place that still reads taken from
+/// its last round. Mutant: s9 (`.ci/mutants`).
+#[test]
+fn pop_vs_send_through_a_recycled_block_sole_receiver() {
+    loom::model(|| {
+        let (_hub, mut rx, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+        for k in 1..=3 {
+            tx.send(k, k).unwrap();
+        }
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let e = rx.try_recv().unwrap();
+            got.push(e.key);
+        }
+        // The first block is spent (by the third pop) and free again.
+        let sender = thread::spawn(move || {
+            tx.send(4, 4).unwrap();
+            tx.send(5, 5).unwrap();
+        });
+        for _ in 0..2 {
+            thread::yield_now();
+            if let Ok(e) = rx.try_recv() {
+                got.push(e.key);
+            }
+        }
+        sender.join().unwrap();
+        got.extend(drain(&mut rx).iter().map(|e| e.0));
+        assert_eq!(got, [1, 2, 3, 4, 5], "once each, in order");
+    });
+}
+
 /// A second plain receiver registers while the sole receiver's consumer cuts
 /// twice: the sole receiver's entries become cells under the registration
 /// (sends held off), racing the cuts. Every batch of the first receiver is

@@ -25,7 +25,7 @@ use std::ptr;
 /// Index shards (bits 40 and up of the hash, as the cells').
 pub(crate) const SHARDS: usize = 32;
 /// Places per block of the queue.
-const BLOCK: usize = if cfg!(any(loom, shuttle)) {
+pub(crate) const BLOCK: usize = if cfg!(any(loom, shuttle)) {
     2
 } else if cfg!(miri) {
     16
@@ -33,9 +33,11 @@ const BLOCK: usize = if cfg!(any(loom, shuttle)) {
     256
 };
 /// A place's position once its value was taken by a pop or moved out by the
-/// conversion (a cut leaves positions as they are: the epoch tells).
+/// conversion or a hard close (a cut's places need no mark, the epoch tells:
+/// it resets them to `EMPTY` as it takes them).
 const TAKEN: u64 = u64::MAX;
-/// A place's position before its push wrote it (a new or recycled place).
+/// A place's position before its push wrote it (a new or recycled place),
+/// and once a cut took it.
 const EMPTY: u64 = u64::MAX - 1;
 /// Taken entries between two looks at the index's size (`maybe_compact`).
 const COMPACT_EVERY: u64 = if cfg!(any(loom, shuttle, miri)) {
@@ -144,12 +146,18 @@ struct Block<K, V> {
     places: Box<[Place<K, V>]>,
     /// The next block, stored (Release) when the last place is claimed.
     next: AtomicPtr<Block<K, V>>,
+    /// Whether a pop marked one of its places `TAKEN`: the consumer's only
+    /// (set by its pop, read and cleared by its `spend`, Relaxed), so that
+    /// `spend` resets only such blocks; a cut resets its places as it takes
+    /// them, while their lines are in cache.
+    popped: AtomicBool,
 }
 
 fn new_block<K, V>() -> *mut Block<K, V> {
     Box::into_raw(Box::new(Block {
         places: (0..BLOCK).map(|_| Place::new()).collect(),
         next: AtomicPtr::new(ptr::null_mut()),
+        popped: AtomicBool::new(false),
     }))
 }
 
@@ -584,9 +592,16 @@ impl<K, V> Solo<K, V> {
             // SAFETY: a spent block is the consumer's alone: every place was
             // pushed and taken, and no producer holds it (the tail moved on).
             let block = unsafe { &*b };
-            for p in block.places.iter() {
-                // Relaxed: published to the producers by the push lock below.
-                p.position.store(EMPTY, Ordering::Relaxed);
+            // Every place of a spent block was taken by a cut (which reset
+            // it) or a pop (which marked the block). Places the conversion
+            // or a hard close marked `TAKEN` are never pushed again: both
+            // shut every index shard first.
+            if block.popped.swap(false, Ordering::Relaxed) {
+                for p in block.places.iter() {
+                    // Relaxed: published to the producers by the push lock
+                    // below.
+                    p.position.store(EMPTY, Ordering::Relaxed);
+                }
             }
             block.next.store(ptr::null_mut(), Ordering::Relaxed);
         }
@@ -616,6 +631,8 @@ impl<K, V> Solo<K, V> {
         // held; marked taken, no send writes it again.
         let (key, value, sends) = unsafe { place.take() };
         drop(guard);
+        // SAFETY: the consumer's block is live (the place was in it).
+        unsafe { &*h.block }.popped.store(true, Ordering::Relaxed);
         h.idx += 1;
         self.advance(h, 1);
         if h.idx == BLOCK {
@@ -761,6 +778,13 @@ impl<K, V> Solo<K, V> {
                 // older epoch, so no send writes it after the barrier, and
                 // no pop took it (pops move the head).
                 let (key, value, n) = unsafe { p.take() };
+                // Reset for its block's next round now, while its line is
+                // in cache (`spend` would walk the batch a second time).
+                // Relaxed: published to the producers by the push lock that
+                // hands the block back (`spend`); no send reads it (an index
+                // entry naming it is of an older epoch now), and the
+                // consumer has passed it.
+                p.position.store(EMPTY, Ordering::Relaxed);
                 sends += n;
                 out.push(Event::new(key, value, n));
             }

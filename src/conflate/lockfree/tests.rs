@@ -695,3 +695,54 @@ fn a_conversion_that_panics_drops_that_entry_and_counts_it() {
     tx.send(Key(5), 1).unwrap();
     assert_eq!(first.try_recv().unwrap().key, Key(5));
 }
+
+/// The sole receiver's blocks come back round: a cut resets each place it
+/// takes and `spend` resets the blocks a pop marked, so a recycled block's
+/// places read not ready until their push, and a consumer that reaches one
+/// ahead of the producer finds nothing there. Three rounds: blocks spent by
+/// a cut, by pops, and by both. Heap values, so miri sees each value moved
+/// out once.
+#[test]
+fn the_sole_receivers_recycled_blocks_hold_nothing_ready() {
+    use super::solo::BLOCK;
+    let hub: Hub<usize, String> = Hub::new();
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    let mut next = 0;
+    let mut send = |n: usize| {
+        let first = next;
+        for k in first..first + n {
+            tx.send(k, k.to_string()).unwrap();
+        }
+        next += n;
+        (first..first + n).collect::<Vec<_>>()
+    };
+    for round in 0..3 {
+        // Fill whole blocks and empty them: they are spent and go to the
+        // free list, the first one by a cut in round 0, by pops in round 1.
+        let sent = send(3 * BLOCK);
+        let taken: Vec<usize> = if round == 1 {
+            std::iter::from_fn(|| rx.try_recv().ok().map(|e| e.key)).collect()
+        } else {
+            let mut keys: Vec<usize> = Vec::new();
+            if round == 2 {
+                keys.push(rx.try_recv().unwrap().key);
+            }
+            keys.extend(rx.try_recv_all().unwrap().iter().map(|e| e.key));
+            keys
+        };
+        assert_eq!(taken, sent, "round {round}");
+        // One block and one place more: the producer moves into a recycled
+        // block and writes its first place only.
+        let sent = send(BLOCK + 1);
+        let mut taken = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            assert_eq!(e.value, e.key.to_string(), "round {round}");
+            taken.push(e.key);
+        }
+        assert_eq!(taken, sent, "round {round}: nothing read past the tail");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    }
+    let s = rx.stats();
+    assert_eq!((s.received, s.pending), (next as u64, 0), "{s:?}");
+}
