@@ -117,10 +117,24 @@ pub fn scenarios(scale: u64) -> Vec<Scenario> {
         ));
     }
     // 1x1_hot64 is also the 2-thread point of the thread plot.
-    for backlog in [100u64, 1_000, 10_000, 100_000] {
+    // The cut per entry against the backlog; the last row, the same cut for
+    // a consumer that reconnected (its hub's receiver dropped and a new one
+    // registered alone).
+    let drains = [
+        (100u64, ""),
+        (1_000, ""),
+        (10_000, ""),
+        (100_000, ""),
+        (10_000, "_reconnected"),
+    ];
+    for (backlog, suffix) in drains {
         let iters = (300_000 * scale / backlog).max(3);
         let entries = conflate_entries(true, |imp| {
-            let f = imp.drain_cost;
+            let f = if suffix.is_empty() {
+                imp.drain_cost
+            } else {
+                imp.drain_cost_reconnected
+            };
             if imp.runs_backlog(backlog) {
                 timed(move || f(backlog, iters))
             } else {
@@ -128,29 +142,11 @@ pub fn scenarios(scale: u64) -> Vec<Scenario> {
             }
         });
         out.push(Scenario::new(
-            format!("conflate/try_recv_all/{backlog}"),
+            format!("conflate/try_recv_all/{backlog}{suffix}"),
             backlog * iters,
             entries,
         ));
     }
-
-    // The same cut for a consumer that reconnected (its hub's receiver
-    // dropped and a new one registered alone).
-    let backlog = 10_000u64;
-    let iters = (300_000 * scale / backlog).max(3);
-    let entries = conflate_entries(true, |imp| {
-        let f = imp.drain_cost_reconnected;
-        if imp.runs_backlog(backlog) {
-            timed(move || f(backlog, iters))
-        } else {
-            Err("cannot hold a backlog this large (capacity 1,024, drop-oldest)")
-        }
-    });
-    out.push(Scenario::new(
-        format!("conflate/try_recv_all/{backlog}_reconnected"),
-        backlog * iters,
-        entries,
-    ));
 
     // Registration churn against the number of receivers already registered
     // (keybus and the baseline; the peers register per key or not at all).
