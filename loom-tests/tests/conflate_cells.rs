@@ -34,6 +34,9 @@ fn a_reused_receiver_id_starts_with_nothing_pending() {
     model(|| {
         let hub = Hub::<u32, u32>::new();
         let tx = hub.sender();
+        // Registered first and kept: `old` and `new` then share the cells (a
+        // plain receiver alone keeps its own values, and no marks).
+        let _first = hub.receiver();
         let old = hub.receiver();
         let sender = {
             let tx = tx.clone();
