@@ -165,11 +165,10 @@ impl<K, V> Shared<K, V> {
     pub(crate) fn active_solo(&self) -> Option<&Solo<K, V>> {
         // Relaxed: ordered after the count's Acquire load (see the field).
         let p = self.solo.load(Ordering::Relaxed);
-        // SAFETY: the writer state holds the `Solo` the pointer names, and
-        // after the pointer is cleared keeps it retired until a grace period
-        // has passed (`retire_solo`, `maybe_collect`): every caller is a send
-        // in flight, which that grace period waits for, or holds the writer
-        // lock.
+        // SAFETY: the writer state holds the named `Solo`; once cleared it
+        // stays retired until a grace period (`retire_solo`, `maybe_collect`):
+        // callers are sends in flight, which that waits for, or hold the
+        // writer lock the letting go needs.
         unsafe { p.as_ref() }
     }
 
