@@ -146,18 +146,12 @@ struct Block<K, V> {
     places: Box<[Place<K, V>]>,
     /// The next block, stored (Release) when the last place is claimed.
     next: AtomicPtr<Block<K, V>>,
-    /// Whether a pop marked one of its places `TAKEN`: the consumer's only
-    /// (set by its pop, read and cleared by its `spend`, Relaxed), so that
-    /// `spend` resets only such blocks; a cut resets its places as it takes
-    /// them, while their lines are in cache.
-    popped: AtomicBool,
 }
 
 fn new_block<K, V>() -> *mut Block<K, V> {
     Box::into_raw(Box::new(Block {
         places: (0..BLOCK).map(|_| Place::new()).collect(),
         next: AtomicPtr::new(ptr::null_mut()),
-        popped: AtomicBool::new(false),
     }))
 }
 
@@ -217,12 +211,37 @@ struct Head<K, V> {
     position: u64,
     /// Blocks passed and not yet handed back.
     spent: Vec<*mut Block<K, V>>,
+    /// A pop marked a place of `block` `TAKEN`: its places are reset when
+    /// the head passes it (a cut resets its places as it takes them). Kept
+    /// here, not in the block, whose first line every push reads.
+    popped: bool,
     /// Entries taken since the last look at the index's size.
     taken: u64,
     /// The most entries pending at once, as the consumer saw it.
     peak: u64,
     /// The blocks were freed: the receiver left or was converted.
     gone: bool,
+}
+
+impl<K, V> Head<K, V> {
+    /// Moves the head onto `next`, the block after its own, and sets its
+    /// own aside for `spend`, its places reset if a pop marked any `TAKEN`.
+    /// Places the conversion or a hard close marked are never pushed again
+    /// (both shut every index shard first).
+    fn pass_block(&mut self, next: *mut Block<K, V>) {
+        if std::mem::take(&mut self.popped) {
+            // SAFETY: the head's block is live, and passed: the consumer's
+            // alone (every place pushed and taken, the tail moved on).
+            for p in unsafe { &*self.block }.places.iter() {
+                // Relaxed: published to the producers by the push lock that
+                // hands the block back (`spend`).
+                p.position.store(EMPTY, Ordering::Relaxed);
+            }
+        }
+        self.spent.push(self.block);
+        self.block = next;
+        self.idx = 0;
+    }
 }
 
 /// What a pop, a peek or a cut found.
@@ -329,6 +348,7 @@ impl<K, V> Solo<K, V> {
                     idx: 0,
                     position: 0,
                     spent: Vec::new(),
+                    popped: false,
                     taken: 0,
                     peak: 0,
                     gone: false,
@@ -575,9 +595,7 @@ impl<K, V> Solo<K, V> {
             if next.is_null() {
                 return None;
             }
-            h.spent.push(h.block);
-            h.block = next;
-            h.idx = 0;
+            h.pass_block(next);
         }
         // SAFETY: as above.
         Some(unsafe { &(*h.block).places[h.idx] })
@@ -591,19 +609,10 @@ impl<K, V> Solo<K, V> {
         for &b in &h.spent {
             // SAFETY: a spent block is the consumer's alone: every place was
             // pushed and taken, and no producer holds it (the tail moved on).
-            let block = unsafe { &*b };
-            // Every place of a spent block was taken by a cut (which reset
-            // it) or a pop (which marked the block). Places the conversion
-            // or a hard close marked `TAKEN` are never pushed again: both
-            // shut every index shard first.
-            if block.popped.swap(false, Ordering::Relaxed) {
-                for p in block.places.iter() {
-                    // Relaxed: published to the producers by the push lock
-                    // below.
-                    p.position.store(EMPTY, Ordering::Relaxed);
-                }
-            }
-            block.next.store(ptr::null_mut(), Ordering::Relaxed);
+            // Its places were reset as the head passed (`pass_block`).
+            unsafe { &*b }
+                .next
+                .store(ptr::null_mut(), Ordering::Relaxed);
         }
         let guard = self.push.lock.lock();
         // SAFETY: the push lock is held.
@@ -631,8 +640,7 @@ impl<K, V> Solo<K, V> {
         // held; marked taken, no send writes it again.
         let (key, value, sends) = unsafe { place.take() };
         drop(guard);
-        // SAFETY: the consumer's block is live (the place was in it).
-        unsafe { &*h.block }.popped.store(true, Ordering::Relaxed);
+        h.popped = true;
         h.idx += 1;
         self.advance(h, 1);
         if h.idx == BLOCK {
@@ -763,9 +771,7 @@ impl<K, V> Solo<K, V> {
                 // on past it, so the link was stored (before the cut's push
                 // lock, which ordered it).
                 let next = unsafe { &*h.block }.next.load(Ordering::Acquire);
-                h.spent.push(h.block);
-                h.block = next;
-                h.idx = 0;
+                h.pass_block(next);
             }
             if h.block == end_block && h.idx == end_idx {
                 break;
@@ -779,11 +785,11 @@ impl<K, V> Solo<K, V> {
                 // no pop took it (pops move the head).
                 let (key, value, n) = unsafe { p.take() };
                 // Reset for its block's next round now, while its line is
-                // in cache (`spend` would walk the batch a second time).
-                // Relaxed: published to the producers by the push lock that
-                // hands the block back (`spend`); no send reads it (an index
-                // entry naming it is of an older epoch now), and the
-                // consumer has passed it.
+                // in cache (a second walk would find it evicted from a large
+                // batch). Relaxed: published to the producers by the push
+                // lock that hands the block back (`spend`); no send reads it
+                // (an index entry naming it is of an older epoch now), and
+                // the consumer has passed it.
                 p.position.store(EMPTY, Ordering::Relaxed);
                 sends += n;
                 out.push(Event::new(key, value, n));

@@ -697,7 +697,7 @@ fn a_conversion_that_panics_drops_that_entry_and_counts_it() {
 }
 
 /// The sole receiver's blocks come back round: a cut resets each place it
-/// takes and `spend` resets the blocks a pop marked, so a recycled block's
+/// takes and the head resets the blocks a pop took from as it passes them, so a recycled block's
 /// places read not ready until their push, and a consumer that reaches one
 /// ahead of the producer finds nothing there. Three rounds: blocks spent by
 /// a cut, by pops, and by both. Heap values, so miri sees each value moved
