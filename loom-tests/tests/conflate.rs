@@ -639,6 +639,49 @@ fn register_and_deregister_vs_send() {
     });
 }
 
+/// docs/design.md, "Registration versus send", for a `retain_latest` hub with
+/// no receiver: a send whose state word counts no receiver folds into the
+/// table alone, without reading the receiver lists. A receiver with its own
+/// values registers meanwhile: if its registration happened before the send
+/// (the sending thread saw the registrar's flag first), it gets the send;
+/// otherwise it may or may not, and never twice. The table holds the value
+/// either way.
+///
+/// Rule: conflate 4 and the state table. Trap: a table-only send skipping a
+/// receiver its word counts. Mutant: t3 (`.ci/mutants`).
+#[test]
+fn table_only_send_vs_registration() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+    loom::model(|| {
+        let hub: Hub<u32, u32> = Hub::builder().retain_latest().build();
+        let tx = hub.sender();
+        let registrar_hub = hub.clone();
+        let registered = Arc::new(AtomicBool::new(false));
+        let flag = registered.clone();
+        let registrar = thread::spawn(move || {
+            let rx = registrar_hub
+                .receiver_builder()
+                .key_filter(|_: &u32| true)
+                .build();
+            // Release: the registration happens-before a send that sees it.
+            flag.store(true, Ordering::Release);
+            rx
+        });
+        let after = registered.load(Ordering::Acquire);
+        tx.send(1, 1).unwrap();
+        let mut rx = registrar.join().unwrap();
+        let got = rx.try_recv().ok().map(|e| (e.key, e.value, e.sends));
+        if after {
+            assert_eq!(got, Some((1, 1, 1)), "registered before the send");
+        } else {
+            assert!(got.is_none() || got == Some((1, 1, 1)));
+        }
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert_eq!(hub.latest(&1), Some(1));
+    });
+}
+
 /// conflate rule 8, docs/design.md: `Hub::close` racing `send`. The send answers `Ok` or
 /// `Err`, the receiver ends closed with nothing half-delivered, and every value is
 /// freed.

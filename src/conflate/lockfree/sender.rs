@@ -147,18 +147,43 @@ where
         // flight" (`Stripe::enter` runs the light fence between the two).
         stripe.enter(shared.stripes.light);
         let now = shared.state.load();
-        let (key, value) = if now.publishes() {
-            (key, value)
+        // `now` is the word this send publishes under: after a hold-off, the
+        // one loaded when it entered again (the table-only test below reads
+        // its receiver count).
+        let (now, key, value) = if now.publishes() {
+            (now, key, value)
         } else {
             // Closed, idle or quiescing: out of line, so the path every
             // send takes keeps few values live.
             match self.held_off(stripe, now, key, value) {
-                Ok(kv) => kv,
+                Ok(sent) => sent,
                 Err(done) => return done,
             }
         };
         let _in_flight = InFlight { shared, stripe };
         let hash = shared.hash(&key);
+        if now.receivers() == 0 {
+            // No live receiver, so the table (`publishes` says this hub has
+            // one): the cells alone, without looking at the receiver lists
+            // or the sole receiver's part (docs/design.md, "Registration
+            // versus send": a registration that happened before this send
+            // is counted in the word it loaded; the cells still read their
+            // own list after the clock).
+            let tombstone = shared.tombstones.is(&value);
+            // SAFETY: in flight until `_in_flight` drops, after the cells'
+            // wakes (`Cells::send` wakes before it returns).
+            unsafe {
+                shared.cells.send(
+                    hash,
+                    &key,
+                    value,
+                    tombstone,
+                    &shared.registry,
+                    &shared.clock,
+                )
+            };
+            return Ok(());
+        }
         // SAFETY: this send is in flight until `_in_flight` drops, after the
         // last use of either list.
         let own = unsafe { shared.registry.own() };
@@ -224,8 +249,8 @@ where
     /// since the first look) or quiescing, with the stripe entered: refuses
     /// it (`Err(Err(_))`), accepts it with nothing to publish
     /// (`Err(Ok(()))`), or, once a snapshot registration is done holding
-    /// sends off, hands the key and value back entered again under a state
-    /// word that lets it publish (`Ok`).
+    /// sends off, hands the key and value back entered again, with the state
+    /// word loaded then, which lets it publish (`Ok`).
     #[cold]
     #[inline(never)]
     #[allow(clippy::type_complexity)]
@@ -235,7 +260,7 @@ where
         mut now: Word,
         key: K,
         value: V,
-    ) -> Result<(K, V), Result<(), SendError<K, V>>> {
+    ) -> Result<(Word, K, V), Result<(), SendError<K, V>>> {
         let shared = &*self.shared;
         loop {
             if now.tx_closed() {
@@ -248,7 +273,7 @@ where
                 return Err(Ok(()));
             }
             if !now.quiescing() {
-                return Ok((key, value));
+                return Ok((now, key, value));
             }
             // A snapshot registration is copying the table: wait holding
             // nothing, then decide afresh. User code of that registration on
