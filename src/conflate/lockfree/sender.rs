@@ -69,6 +69,28 @@ where
     }
 }
 
+/// The cells' part of a send (the table, then every cell receiver): the
+/// hub's tombstone test, user code, before anything is locked; then
+/// [`Cells::send`](super::cells::Cells::send), which takes the value by move.
+///
+/// # Safety
+/// The caller is a send in flight until this returns (`Cells::send` wakes the
+/// receivers it names before it returns).
+#[inline(always)]
+unsafe fn send_to_cells<K, V>(shared: &Shared<K, V>, hash: u64, key: &K, value: V)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    let tombstone = shared.tombstones.is(&value);
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        shared
+            .cells
+            .send(hash, key, value, tombstone, &shared.registry, &shared.clock)
+    };
+}
+
 impl<K, V> Sender<K, V>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -169,19 +191,8 @@ where
             // versus send": a registration that happened before this send
             // is counted in the word it loaded; the cells still read their
             // own list after the clock).
-            let tombstone = shared.tombstones.is(&value);
-            // SAFETY: in flight until `_in_flight` drops, after the cells'
-            // wakes (`Cells::send` wakes before it returns).
-            unsafe {
-                shared.cells.send(
-                    hash,
-                    &key,
-                    value,
-                    tombstone,
-                    &shared.registry,
-                    &shared.clock,
-                )
-            };
+            // SAFETY: in flight until `_in_flight` drops.
+            unsafe { send_to_cells(shared, hash, &key, value) };
             return Ok(());
         }
         // SAFETY: this send is in flight until `_in_flight` drops, after the
@@ -209,35 +220,14 @@ where
             }
             // The cells first (the table, then every cell receiver): a
             // panicking hub merge removes the key and reaches no receiver.
-            // The tombstone test is user code: run before anything is locked.
-            let tombstone = shared.tombstones.is(&value);
             if own.is_empty() {
                 // The common case: the cells take the value by move.
-                // SAFETY: in flight until `_in_flight` drops, after the
-                // cells' wakes (`Cells::send` wakes before it returns).
-                unsafe {
-                    shared.cells.send(
-                        hash,
-                        &key,
-                        value,
-                        tombstone,
-                        &shared.registry,
-                        &shared.clock,
-                    )
-                };
+                // SAFETY: in flight until `_in_flight` drops.
+                unsafe { send_to_cells(shared, hash, &key, value) };
                 return Ok(());
             }
             // SAFETY: as above.
-            unsafe {
-                shared.cells.send(
-                    hash,
-                    &key,
-                    value.clone(),
-                    tombstone,
-                    &shared.registry,
-                    &shared.clock,
-                )
-            };
+            unsafe { send_to_cells(shared, hash, &key, value.clone()) };
         }
         if !own.is_empty() {
             deliver_own(&own, hash, &key, value);
