@@ -137,7 +137,9 @@ fn close_vs_send((hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u
 /// shards) then `a` again. Every batch is one instant: a prefix of the send order.
 ///
 /// Rule: conflate 5 (one cut), trap 13. Trap: a batch that is not a prefix of
-/// the send order. Mutant: a1, a2, a3, m (`.ci/mutants`).
+/// the send order; a small cut taking an entry without its shard's lock.
+/// Mutant: a1, a2, a3, m, p4, p6 (`.ci/mutants`; the racing cut is the
+/// receiver's first, which the models take in queue order).
 #[test]
 fn cut_is_one_instant_across_shards() {
     loom::model(|| cut_while_sending_a_b_a(cell_receiver, false));
@@ -176,7 +178,9 @@ fn cut_is_one_instant_across_shards_sole_receiver_warm() {
 /// keeps its own values), so the hub keeps a table.
 ///
 /// Rule: conflate 5 (one cut), trap 13. Trap: the short path not helping, so
-/// the second send of `a` takes the fast path past the cut. Mutant: a5
+/// the second send of `a` takes the fast path past the cut; a cut's group
+/// taking an entry without its shard's lock (the racing cut is the
+/// receiver's second, which the models take by groups). Mutant: a5, p3
 /// (`.ci/mutants`).
 #[test]
 fn cut_is_one_instant_across_shards_warm_cells() {

@@ -376,20 +376,40 @@ fn a_renewed_cell_receiver_starts_as_new() {
 /// and the receiver goes on.
 #[test]
 fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
+    // 1,100 keys: two groups of the cut (1,024 and 76 entries); the panic at
+    // the 41st clone of the second group, whatever order its shards are
+    // taken in, so that group has events written when it unwinds.
+    clone_panicking_mid_cut(1_100, 1_024 + 40);
+}
+
+/// The same for a cut small enough to take its entries in queue order (50
+/// entries, the panic at the 21st): the events pushed before it are dropped
+/// with the batch, the entry it was taking and those after it are given up,
+/// and the shard it held is let go of (the sends after it lock it again).
+#[test]
+fn a_clone_panicking_mid_small_cut_drops_the_batch_whole() {
+    clone_panicking_mid_cut(50, 20);
+}
+
+/// A `retain_latest` hub's cell receiver cuts `keys` keys, one sent each,
+/// with `V::clone` planted to panic after `clones` clones: the checks of
+/// [`a_clone_panicking_mid_cut_drops_the_batch_whole`].
+fn clone_panicking_mid_cut(keys: u32, clones: i64) {
+    use std::cell::Cell;
     use std::panic::{catch_unwind, AssertUnwindSafe};
-    use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-    /// Value clones left before the planted panic; negative: none planted.
-    static CLONES_LEFT: AtomicI64 = AtomicI64::new(-1);
+    thread_local! {
+        /// Value clones left before the planted panic, on this test's
+        /// thread (the cut's); negative: none planted.
+        static CLONES_LEFT: Cell<i64> = const { Cell::new(-1) };
+    }
     #[derive(Debug, PartialEq)]
     struct Brittle(String);
     impl Clone for Brittle {
         fn clone(&self) -> Self {
-            if CLONES_LEFT.load(Relaxed) >= 0 {
-                assert_ne!(
-                    CLONES_LEFT.fetch_sub(1, Relaxed),
-                    0,
-                    "a planted clone panic"
-                );
+            let left = CLONES_LEFT.get();
+            if left >= 0 {
+                CLONES_LEFT.set(left - 1);
+                assert_ne!(left, 0, "a planted clone panic");
             }
             Brittle(self.0.clone())
         }
@@ -397,26 +417,24 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
     let tx = hub.sender();
     let mut rx = hub.receiver();
-    // 1,100 keys: two groups of the cut (1,024 and 76 entries). The table
-    // keeps every value, so the cut clones each one it takes: the panic is
-    // planted at the 41st clone of the second group, whatever order its
-    // shards are taken in, so that group has events written when it unwinds.
-    for k in 0..1_100u32 {
+    // The table keeps every value, so the cut clones each one it takes.
+    for k in 0..keys {
         tx.send(k, Brittle(format!("v{k}"))).unwrap();
     }
-    CLONES_LEFT.store(1_024 + 40, Relaxed);
+    CLONES_LEFT.set(clones);
     let mut out = vec![];
     let cut = catch_unwind(AssertUnwindSafe(|| rx.try_recv_all_into(&mut out)));
     assert!(
         cut.is_err(),
         "the planted clone panic unwinds out of the cut"
     );
-    CLONES_LEFT.store(-1, Relaxed);
+    CLONES_LEFT.set(-1);
     assert!(out.is_empty(), "{out:?}");
     let stats = rx.stats();
+    let keys64 = u64::from(keys);
     assert_eq!(
         (stats.received, stats.delivered, stats.dropped),
-        (1_100, 0, 1_100)
+        (keys64, 0, keys64)
     );
     assert_eq!(stats.pending, 0);
     tx.send(7, Brittle("after".into())).unwrap();
@@ -431,12 +449,12 @@ fn a_clone_panicking_mid_cut_drops_the_batch_whole() {
     // Every key given up is a first touch again: none is left marked
     // pending with no entry behind it.
     out.clear();
-    for k in 0..1_100u32 {
+    for k in 0..keys {
         tx.send(k, Brittle(format!("w{k}"))).unwrap();
     }
-    assert_eq!(rx.try_recv_all_into(&mut out), Ok(1_100));
-    let keys: Vec<u32> = out.iter().map(|e| e.key).collect();
-    assert_eq!(keys, (0..1_100).collect::<Vec<_>>(), "in first-touch order");
+    assert_eq!(rx.try_recv_all_into(&mut out), Ok(keys as usize));
+    let got: Vec<u32> = out.iter().map(|e| e.key).collect();
+    assert_eq!(got, (0..keys).collect::<Vec<_>>(), "in first-touch order");
     assert!(out
         .iter()
         .all(|e| e.sends == 1 && e.value.0 == format!("w{}", e.key)));

@@ -1,6 +1,7 @@
-//! A cell receiver's cut taken from the cells: its entries a group at a
-//! time, each group sorted by shard so that every shard it names is locked
-//! once, and the events written into the batch in queue order
+//! A cell receiver's cut taken from the cells: a small batch in queue
+//! order, one shard lock per run of entries of one shard; a larger one a
+//! group at a time, each group sorted by shard so that every shard it names
+//! is locked once, and the events written into the batch in queue order
 //! (docs/design.md, "The cut is one instant"; the figures in
 //! docs/performance.md).
 
@@ -18,6 +19,24 @@ const CUT_GROUP: usize = if cfg!(any(loom, shuttle)) { 2 } else { 1024 };
 /// How many entries ahead, in the order they are taken, the cut fetches a
 /// place (a power of two: the places found ahead wait in a ring).
 const PREFETCH_AHEAD: usize = 8;
+
+/// The most entries a cut takes in queue order rather than sorted by shard:
+/// a consumer that keeps up cuts a few dozen entries, over most of the
+/// shards, so sorting saves few locks and costs more than it saves (a
+/// `retain_latest` hub cut every 64 sends: about 40 fewer instructions and
+/// 3 ns less per entry, docs/performance.md, "session twenty-three").
+const IN_ORDER_MAX: usize = 128;
+
+/// Whether a cut of `n` entries in epoch `epoch` takes them in queue order.
+/// Under the models, whose batches are a few entries, every other cut does,
+/// so that both ways are explored against the sends.
+fn in_queue_order(n: usize, epoch: u8) -> bool {
+    if cfg!(any(loom, shuttle)) {
+        epoch % 2 == 0
+    } else {
+        n <= IN_ORDER_MAX
+    }
+}
 
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// Takes a cut's entries (in queue order) for `rx`, `CUT_GROUP` at a
@@ -40,6 +59,9 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         untaken: &mut Vec<(CellId, u64)>,
     ) -> u64 {
         batch.reserve(entries.len());
+        if in_queue_order(entries.len(), epoch) {
+            return self.take_in_queue_order(entries, rx, epoch, batch, untaken);
+        }
         // Read once: the loops below write through raw pointers the compiler
         // cannot tell apart from `rx`.
         let id = rx.id;
@@ -133,11 +155,123 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         sends
     }
 
+    /// [`Cells::take_batch_into`] for a small batch: the entries in queue
+    /// order, each under its shard's lock, held across a run of entries of
+    /// one shard and switched when the next entry's shard differs (one shard
+    /// at a time, as a group does). The events are pushed in order; the
+    /// places of the entries `PREFETCH_AHEAD` on are fetched, for cells a
+    /// consumer on another core has not touched since the sends.
+    fn take_in_queue_order(
+        &self,
+        entries: &[(CellId, u64)],
+        rx: &CellRx,
+        epoch: u8,
+        batch: &mut Vec<Event<K, V>>,
+        untaken: &mut Vec<(CellId, u64)>,
+    ) -> u64 {
+        let id = rx.id;
+        let inline = (id as usize) < INLINE;
+        let want = PENDING | u16::from(epoch);
+        let mut sends = 0;
+        let mut freed = Vec::new();
+        for &(c, _) in entries.iter().take(PREFETCH_AHEAD) {
+            // SAFETY: as for `place` below.
+            prefetch(unsafe { &*self.place_of(c) });
+        }
+        // Declared after `freed`, so dropped (its shard unlocked, the
+        // entries not taken given up) before it, also when a clone unwinds.
+        let mut run = InOrder {
+            cells: self,
+            held: None,
+            rest: entries,
+            untaken,
+        };
+        while let Some((&(c, start), rest)) = run.rest.split_first() {
+            if let Some(&(ahead, _)) = rest.get(PREFETCH_AHEAD - 1) {
+                // SAFETY: as for `place` below.
+                prefetch(unsafe { &*self.place_of(ahead) });
+            }
+            let (s, i) = split(c);
+            run.hold(s);
+            let shard = &self.shards[s];
+            let place = shard.slab.place(i);
+            // SAFETY: `run` holds shard `s`'s lock; the place is in use (the
+            // entry's mark or deposit keeps it); no other cell reference is
+            // live across this use.
+            let event = match unsafe { place.cell() }.take_common(inline, id, want) {
+                Some((key, value, idle)) => {
+                    let seq = place.seq.load(Ordering::Relaxed);
+                    if idle {
+                        Self::settle_taken(shard, i, &mut freed);
+                    }
+                    Some(Event::new(key, value, seq - start))
+                }
+                None => self.take_rare(c, place, start, id, epoch, &mut freed),
+            };
+            // Taken: a clone that unwound above left this entry as it was,
+            // and in `rest` for the guard to give up.
+            run.rest = rest;
+            if let Some(event) = event {
+                sends += event.sends;
+                batch.push(event);
+            }
+        }
+        drop(run);
+        drop(freed);
+        sends
+    }
+
     /// The place entry cell `c` names.
     #[inline(always)]
     fn place_of(&self, c: CellId) -> *const Place<K, V> {
         let (s, i) = split(c);
         self.shards[s].slab.place(i)
+    }
+}
+
+/// A cut's progress through a small batch in queue order: the shard it
+/// holds, and the entries not taken yet. On drop, also when a clone unwinds,
+/// it lets go of the shard and puts the entries not taken in `untaken`.
+struct InOrder<'a, K, V> {
+    cells: &'a Cells<K, V>,
+    held: Option<usize>,
+    rest: &'a [(CellId, u64)],
+    untaken: &'a mut Vec<(CellId, u64)>,
+}
+
+impl<K, V> InOrder<'_, K, V> {
+    /// Holds shard `s`'s lock (and no other).
+    #[inline(always)]
+    fn hold(&mut self, s: usize) {
+        if self.held == Some(s) {
+            return;
+        }
+        self.release();
+        self.cells.shards[s]
+            .lock
+            .spin()
+            .expect("only hubs with cell receivers cut, and their shards spin")
+            .lock_raw();
+        self.held = Some(s);
+    }
+
+    fn release(&mut self) {
+        if let Some(s) = self.held.take() {
+            let lock = self.cells.shards[s]
+                .lock
+                .spin()
+                .expect("locked as a spin lock");
+            // SAFETY: `hold` locked this shard (`held`) and nothing released
+            // it since (`held` is taken once).
+            unsafe { lock.unlock_raw() };
+        }
+    }
+}
+
+impl<K, V> Drop for InOrder<'_, K, V> {
+    fn drop(&mut self) {
+        self.release();
+        self.untaken.extend_from_slice(self.rest);
     }
 }
 
