@@ -59,14 +59,20 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         untaken: &mut Vec<(CellId, u64)>,
     ) -> u64 {
         batch.reserve(entries.len());
-        if in_queue_order(entries.len(), epoch) {
-            return self.take_in_queue_order(entries, rx, epoch, batch, untaken);
-        }
         // Read once: the loops below write through raw pointers the compiler
         // cannot tell apart from `rx`.
         let id = rx.id;
         let inline = (id as usize) < INLINE;
         let want = PENDING | u16::from(epoch);
+        if in_queue_order(entries.len(), epoch) {
+            let taker = Taker {
+                id,
+                inline,
+                want,
+                epoch,
+            };
+            return self.take_in_queue_order(entries, taker, batch, untaken);
+        }
         let mut sends = 0;
         let mut freed = Vec::new();
         // The group's order lives here, beside the guard that reads it when
@@ -101,7 +107,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                 if k == end {
                     continue;
                 }
-                cut.lock(s);
+                cut.shard.lock(s);
                 let shard = &self.shards[s];
                 while k < end {
                     let place = ahead[k % PREFETCH_AHEAD];
@@ -147,7 +153,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                     }
                 }
                 cut.taken = k;
-                cut.unlock();
+                cut.shard.unlock();
             }
         }
         drop(cut);
@@ -164,14 +170,16 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     fn take_in_queue_order(
         &self,
         entries: &[(CellId, u64)],
-        rx: &CellRx,
-        epoch: u8,
+        taker: Taker,
         batch: &mut Vec<Event<K, V>>,
         untaken: &mut Vec<(CellId, u64)>,
     ) -> u64 {
-        let id = rx.id;
-        let inline = (id as usize) < INLINE;
-        let want = PENDING | u16::from(epoch);
+        let Taker {
+            id,
+            inline,
+            want,
+            epoch,
+        } = taker;
         let mut sends = 0;
         let mut freed = Vec::new();
         for &(c, _) in entries.iter().take(PREFETCH_AHEAD) {
@@ -181,8 +189,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // Declared after `freed`, so dropped (its shard unlocked, the
         // entries not taken given up) before it, also when a clone unwinds.
         let mut run = InOrder {
-            cells: self,
-            held: None,
+            shard: HeldShard::new(self),
             rest: entries,
             untaken,
         };
@@ -229,24 +236,32 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     }
 }
 
-/// A cut's progress through a small batch in queue order: the shard it
-/// holds, and the entries not taken yet. On drop, also when a clone unwinds,
-/// it lets go of the shard and puts the entries not taken in `untaken`.
-struct InOrder<'a, K, V> {
-    cells: &'a Cells<K, V>,
-    held: Option<usize>,
-    rest: &'a [(CellId, u64)],
-    untaken: &'a mut Vec<(CellId, u64)>,
+/// Who takes a cut's entries, read once: the receiver's id, whether its
+/// marks are the cells' inline ones, the mark a pending entry of the cut's
+/// epoch has, and that epoch.
+#[derive(Clone, Copy)]
+struct Taker {
+    id: u32,
+    inline: bool,
+    want: u16,
+    epoch: u8,
 }
 
-impl<K, V> InOrder<'_, K, V> {
-    /// Holds shard `s`'s lock (and no other).
-    #[inline(always)]
-    fn hold(&mut self, s: usize) {
-        if self.held == Some(s) {
-            return;
-        }
-        self.release();
+/// The one shard lock a cut holds, if any (one at a time: a consumer
+/// preempted inside a cut stalls the senders of one shard).
+struct HeldShard<'a, K, V> {
+    cells: &'a Cells<K, V>,
+    held: Option<usize>,
+}
+
+impl<'a, K, V> HeldShard<'a, K, V> {
+    fn new(cells: &'a Cells<K, V>) -> Self {
+        HeldShard { cells, held: None }
+    }
+
+    /// Locks shard `s`; holds none before.
+    fn lock(&mut self, s: usize) {
+        debug_assert!(self.held.is_none(), "one shard at a time");
         self.cells.shards[s]
             .lock
             .spin()
@@ -255,22 +270,44 @@ impl<K, V> InOrder<'_, K, V> {
         self.held = Some(s);
     }
 
-    fn release(&mut self) {
+    /// Lets go of the shard it holds, if any.
+    fn unlock(&mut self) {
         if let Some(s) = self.held.take() {
             let lock = self.cells.shards[s]
                 .lock
                 .spin()
                 .expect("locked as a spin lock");
-            // SAFETY: `hold` locked this shard (`held`) and nothing released
+            // SAFETY: `lock` locked this shard (`held`) and nothing released
             // it since (`held` is taken once).
             unsafe { lock.unlock_raw() };
         }
     }
 }
 
+/// A cut's progress through a small batch in queue order: the shard it
+/// holds, and the entries not taken yet. On drop, also when a clone unwinds,
+/// it lets go of the shard and puts the entries not taken in `untaken`.
+struct InOrder<'a, K, V> {
+    shard: HeldShard<'a, K, V>,
+    rest: &'a [(CellId, u64)],
+    untaken: &'a mut Vec<(CellId, u64)>,
+}
+
+impl<K, V> InOrder<'_, K, V> {
+    /// Holds shard `s`'s lock (and no other).
+    #[inline(always)]
+    fn hold(&mut self, s: usize) {
+        if self.shard.held == Some(s) {
+            return;
+        }
+        self.shard.unlock();
+        self.shard.lock(s);
+    }
+}
+
 impl<K, V> Drop for InOrder<'_, K, V> {
     fn drop(&mut self) {
-        self.release();
+        self.shard.unlock();
         self.untaken.extend_from_slice(self.rest);
     }
 }
@@ -286,7 +323,6 @@ impl<K, V> Drop for InOrder<'_, K, V> {
 /// far in the batch (in queue order) and puts every entry not taken in
 /// `untaken`.
 struct Cut<'a, K, V> {
-    cells: &'a Cells<K, V>,
     batch: &'a mut Vec<Event<K, V>>,
     /// The current group's entries.
     entries: &'a [(CellId, u64)],
@@ -303,7 +339,7 @@ struct Cut<'a, K, V> {
     /// The taken entries that gave no event.
     stale: Vec<u16>,
     /// The shard whose lock this holds.
-    held: Option<usize>,
+    shard: HeldShard<'a, K, V>,
 }
 
 impl<'a, K, V> Cut<'a, K, V> {
@@ -314,7 +350,6 @@ impl<'a, K, V> Cut<'a, K, V> {
         untaken: &'a mut Vec<(CellId, u64)>,
     ) -> Self {
         Cut {
-            cells,
             len: batch.len(),
             batch,
             entries: &[],
@@ -323,7 +358,7 @@ impl<'a, K, V> Cut<'a, K, V> {
             order: ptr::null(),
             taken: 0,
             stale: Vec::new(),
-            held: None,
+            shard: HeldShard::new(cells),
         }
     }
 
@@ -383,28 +418,6 @@ impl<'a, K, V> Cut<'a, K, V> {
         unsafe { std::slice::from_raw_parts(self.order, self.entries.len()) }
     }
 
-    fn lock(&mut self, s: usize) {
-        debug_assert!(self.held.is_none(), "one shard at a time");
-        self.cells.shards[s]
-            .lock
-            .spin()
-            .expect("only hubs with cell receivers cut, and their shards spin")
-            .lock_raw();
-        self.held = Some(s);
-    }
-
-    fn unlock(&mut self) {
-        if let Some(s) = self.held.take() {
-            let lock = self.cells.shards[s]
-                .lock
-                .spin()
-                .expect("locked as a spin lock");
-            // SAFETY: `lock` locked this shard (`held`) and nothing released
-            // it since (`held` is taken once).
-            unsafe { lock.unlock_raw() };
-        }
-    }
-
     /// Moves the events of the group's taken entries down over the gaps
     /// (the stale ones, and after an unwind the entries not taken), sets the
     /// batch's length past them, and forgets the group.
@@ -444,7 +457,7 @@ impl<'a, K, V> Cut<'a, K, V> {
 
 impl<K, V> Drop for Cut<'_, K, V> {
     fn drop(&mut self) {
-        self.unlock();
+        self.shard.unlock();
         // The entries not taken: none after a cut that finished.
         let entries = self.entries;
         let not_taken: Vec<_> = self.order()[self.taken..]
