@@ -23,8 +23,8 @@ const PREFETCH_AHEAD: usize = 8;
 /// The most entries a cut takes in queue order rather than sorted by shard:
 /// a consumer that keeps up cuts a few dozen entries, over most of the
 /// shards, so sorting saves few locks and costs more than it saves (a
-/// `retain_latest` hub cut every 64 sends: about 40 fewer instructions and
-/// 3 ns less per entry, docs/performance.md, "session twenty-three").
+/// `retain_latest` hub cut every 64 sends: docs/performance.md, "session
+/// twenty-three", which also says why the bound itself is not tuned).
 const IN_ORDER_MAX: usize = 128;
 
 /// Whether a cut of `n` entries in epoch `epoch` takes them in queue order.
@@ -39,7 +39,8 @@ fn in_queue_order(n: usize, epoch: u8) -> bool {
 }
 
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
-    /// Takes a cut's entries (in queue order) for `rx`, `CUT_GROUP` at a
+    /// Takes a cut's entries (in queue order) for `rx`: a small batch in
+    /// queue order (`take_in_queue_order`), a larger one `CUT_GROUP` at a
     /// time: each shard a group names is locked once, its entries taken in
     /// queue order, and unlocked before the next shard. The cut holds one
     /// shard at a time: a consumer preempted inside it stalls the senders of
@@ -183,7 +184,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let mut sends = 0;
         let mut freed = Vec::new();
         for &(c, _) in entries.iter().take(PREFETCH_AHEAD) {
-            // SAFETY: as for `place` below.
+            // SAFETY: `place_of` is a reference into the entry's shard's
+            // slab, whose places never move or go away while the hub lives.
             prefetch(unsafe { &*self.place_of(c) });
         }
         // Declared after `freed`, so dropped (its shard unlocked, the
@@ -195,7 +197,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         };
         while let Some((&(c, start), rest)) = run.rest.split_first() {
             if let Some(&(ahead, _)) = rest.get(PREFETCH_AHEAD - 1) {
-                // SAFETY: as for `place` below.
+                // SAFETY: as for the first ones above.
                 prefetch(unsafe { &*self.place_of(ahead) });
             }
             let (s, i) = split(c);
