@@ -779,6 +779,27 @@ fn len_stays_within_the_pending_keys() {
     });
 }
 
+/// The hub's sole plain receiver's `pending`, read by a watch on another
+/// thread while one key is sent, taken and sent again: at most one key is
+/// ever pending, so the watch reads 0 or 1. Pops read before pushes count
+/// the key's second place against its first's pop not yet seen: 2.
+///
+/// Rule: conflate 13 (`ReceiverStats::pending`). Trap: a count read as two
+/// loads that tears. Mutant: g4 (`.ci/mutants`).
+#[test]
+fn sole_receivers_pending_stays_within_its_keys() {
+    loom::model(|| {
+        let (_hub, mut rx, tx) = with_sole_rx_tx(Hub::new());
+        let watch = rx.watch();
+        let watcher = thread::spawn(move || watch.stats().pending);
+        tx.send(0, 1).unwrap();
+        assert_eq!(rx.try_recv().map(|e| e.value), Ok(1));
+        tx.send(0, 2).unwrap();
+        let pending = watcher.join().unwrap();
+        assert!(pending <= 1, "pending = {pending} with one key");
+    });
+}
+
 // ---------------------------------------------------------------------------
 // The registry's receiver arrays (docs/design.md, "The registry"): a
 // registration stores the receiver's pointer in a hole or at the length and

@@ -467,13 +467,26 @@ impl<K, V> Solo<K, V> {
             .sum()
     }
 
-    /// Keys pending: pushed less taken (`popped` first, so never below 0).
+    /// Keys pending: pushed less taken, the two counts as of one instant.
+    /// `pushed` is loaded on both sides of `popped`, and the pair kept only
+    /// if it did not move between: `popped` then `pushed` alone, a reader
+    /// preempted between its loads counted every push since against the
+    /// pops before (a watch read 980 pending over 300 keys; loom:
+    /// `sole_receivers_pending_stays_within_its_keys`). Saturating: a pop
+    /// may be counted before the push it took (`push` stores its count
+    /// after the place). Each retry follows a push, so it ends.
     pub(crate) fn len(&self) -> u64 {
-        let popped = self.take.popped.load(Ordering::Acquire);
-        self.push
-            .pushed
-            .load(Ordering::Acquire)
-            .saturating_sub(popped)
+        // Acquire, all three: pair with the Release stores of the counts
+        // (`advance`, `cut_into`) and order the loads as written.
+        let mut pushed = self.push.pushed.load(Ordering::Acquire);
+        loop {
+            let popped = self.take.popped.load(Ordering::Acquire);
+            let again = self.push.pushed.load(Ordering::Acquire);
+            if again == pushed {
+                return pushed.saturating_sub(popped);
+            }
+            pushed = again;
+        }
     }
 
     /// Whether the entries became cells.
