@@ -63,6 +63,13 @@ fn cell_receiver<V: Clone + Send + 'static>(hub: &Hub<u32, V>) -> Receiver<u32, 
 
 /// `hub`'s first plain receiver (its values its own), then one sender.
 fn with_sole_rx_tx(hub: Hub<u32, u32>) -> (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>) {
+    with_sole_rx_tx_of(hub)
+}
+
+/// [`with_sole_rx_tx`] for any value type.
+fn with_sole_rx_tx_of<V: Clone + Send + 'static>(
+    hub: Hub<u32, V>,
+) -> (Hub<u32, V>, Receiver<u32, V>, Sender<u32, V>) {
     let rx = hub.receiver();
     let tx = hub.sender();
     (hub, rx, tx)
@@ -131,6 +138,34 @@ fn close_vs_send((hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u
             assert!(got.is_empty(), "an Err send must publish nothing");
         }
     }
+}
+
+/// A send racing the departure of a hub's sole plain receiver (no table):
+/// whichever way it lands — the retired part (shut), the cell queue of the
+/// receiver still listed, or a cell after the list emptied — its value is
+/// dropped once the receiver has settled (its next receive), not kept in an
+/// idle cell. The values are `std` `Arc` tokens, counted at the end (a loom
+/// `Arc` would synchronize by itself).
+///
+/// Rule: conflate 3 (memory bounded by pending keys: a value pending
+/// nowhere is not kept). Trap: a cell the send left idle holding its value.
+/// Mutant: g5 (`.ci/mutants`).
+#[test]
+fn sole_receivers_departure_vs_send_keeps_no_value() {
+    loom::model(|| {
+        let token = std::sync::Arc::new(());
+        let (_hub, mut rx, tx) = with_sole_rx_tx_of(Hub::<u32, std::sync::Arc<()>>::new());
+        let sender = {
+            let token = token.clone();
+            thread::spawn(move || {
+                let _ = tx.send(7, token);
+            })
+        };
+        rx.close();
+        sender.join().unwrap();
+        assert_eq!(rx.try_recv().map(|e| e.key), Err(TryRecvError::Closed));
+        assert_eq!(std::sync::Arc::strong_count(&token), 1, "a value kept");
+    });
 }
 
 /// docs/design.md, "The cut is one instant": a cut while one sender sends `a` then `b` (different

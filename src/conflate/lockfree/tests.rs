@@ -598,8 +598,11 @@ fn a_sole_receivers_values_go_at_its_close_and_the_hubs() {
             rx.close();
         }
         racing.join().unwrap();
-        assert_eq!(std::sync::Arc::strong_count(&token), 1, "hard {hard}");
+        // The racing send may have found the part retired and the receiver
+        // still listed, and pushed to its cell queue after the close walked
+        // it: the receiver's next receive gives that up (its settling).
         assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+        assert_eq!(std::sync::Arc::strong_count(&token), 1, "hard {hard}");
         let s = rx.stats();
         assert_eq!(s.received, s.dropped, "hard {hard}: {s:?}");
         assert!(s.received >= 300 && s.pending == 0, "hard {hard}: {s:?}");

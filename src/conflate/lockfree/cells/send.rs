@@ -276,13 +276,12 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         cell.stamp = if tombstone && self.retain { STALE } else { now };
         place.seq.store(seq + 1, Ordering::Relaxed);
         let idle = cell.idle();
-        // A tombstone pending nowhere (no cell receiver) is kept by nobody:
-        // an idle cell holds no value.
-        let gone = if idle && tombstone {
-            cell.take_value()
-        } else {
-            None
-        };
+        // A value pending nowhere is kept by nobody: an idle cell holds no
+        // value. A tombstone with no cell receiver, or any value of a send
+        // that found the list emptied by the last receiver's departure
+        // after its look at the count (the sole receiver leaving: its part
+        // retired first, then the list).
+        let gone = if idle { cell.take_value() } else { None };
         if entering {
             self.note_order(&mut sh, i);
         }
