@@ -476,8 +476,9 @@ impl<K, V> Solo<K, V> {
     /// may be counted before the push it took (`push` stores its count
     /// after the place). Each retry follows a push, so it ends.
     pub(crate) fn len(&self) -> u64 {
-        // Acquire, all three: pair with the Release stores of the counts
-        // (`advance`, `cut_into`) and order the loads as written.
+        // Acquire on `popped` pairs with its Release stores (`advance`,
+        // `cut_into`); on `pushed` (stored Relaxed under the push lock) it
+        // only keeps the three loads in the order written.
         let mut pushed = self.push.pushed.load(Ordering::Acquire);
         loop {
             let popped = self.take.popped.load(Ordering::Acquire);
