@@ -371,6 +371,41 @@ macro_rules! retain_scenarios {
                 }
                 start.elapsed()
             }
+
+            /// [`hot_1thread`]'s work, its two halves timed apart: the time
+            /// of its sends alone (`cuts: false`) or of its `try_recv_all`
+            /// cuts alone (`cuts: true`; one entry per send), so that what a
+            /// send and what a consumed entry cost show side by side. Two
+            /// clock reads per 64 sends on top.
+            fn hot_1thread_half(retain: bool, sends: u64, cuts: bool) -> Duration {
+                let hub = hub(retain);
+                let tx = hub.sender();
+                let mut rx = hub.receiver();
+                let mut spent = Duration::ZERO;
+                let mut i = 0;
+                while i < sends {
+                    let start = Instant::now();
+                    for k in 0..64.min(sends - i) {
+                        tx.send(k, i + k).unwrap();
+                    }
+                    let sent = Instant::now();
+                    std::hint::black_box(rx.try_recv_all().unwrap());
+                    spent += if cuts { sent.elapsed() } else { sent - start };
+                    i += 64;
+                }
+                spent
+            }
+
+            /// [`hot_1thread`]'s sends alone (see `hot_1thread_half`).
+            pub fn hot_1thread_sends(retain: bool, sends: u64) -> Duration {
+                hot_1thread_half(retain, sends, false)
+            }
+
+            /// [`hot_1thread`]'s cuts alone, per entry taken (see
+            /// `hot_1thread_half`).
+            pub fn hot_1thread_cuts(retain: bool, sends: u64) -> Duration {
+                hot_1thread_half(retain, sends, true)
+            }
         }
     };
 }

@@ -76,7 +76,7 @@ pub fn scenarios(scale: u64) -> Vec<Scenario> {
     // table): the ratio is keybus+retain_latest over baseline+retain_latest (the baseline
     // role), and the rows without a table show the table's cost on the send path.
     type RetainFn = fn(bool, u64) -> Duration;
-    let retain_runs: [(&str, u64, RetainFn, RetainFn); 3] = [
+    let retain_runs: [(&str, u64, RetainFn, RetainFn); 5] = [
         (
             "no_receiver",
             2_000_000,
@@ -88,6 +88,20 @@ pub fn scenarios(scale: u64) -> Vec<Scenario> {
             1_000_000,
             cf::keybus_retain::hot_1thread,
             cf::baseline_retain::hot_1thread,
+        ),
+        // The same work's two halves timed apart: per send, and per entry
+        // the cuts take (what holds target 7, docs/performance.md).
+        (
+            "1thread_hot64/sends",
+            1_000_000,
+            cf::keybus_retain::hot_1thread_sends,
+            cf::baseline_retain::hot_1thread_sends,
+        ),
+        (
+            "1thread_hot64/cuts",
+            1_000_000,
+            cf::keybus_retain::hot_1thread_cuts,
+            cf::baseline_retain::hot_1thread_cuts,
         ),
         (
             "1x1_hot64",
