@@ -63,15 +63,13 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         // Read once: the loops below write through raw pointers the compiler
         // cannot tell apart from `rx`.
         let id = rx.id;
-        let inline = (id as usize) < INLINE;
-        let want = PENDING | u16::from(epoch);
+        let taker = Taker {
+            id,
+            inline: (id as usize) < INLINE,
+            want: PENDING | u16::from(epoch),
+            epoch,
+        };
         if in_queue_order(entries.len(), epoch) {
-            let taker = Taker {
-                id,
-                inline,
-                want,
-                epoch,
-            };
             return self.take_in_queue_order(entries, taker, batch, untaken);
         }
         let mut sends = 0;
@@ -128,29 +126,16 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
                     let place = unsafe { &*place };
                     let (c, start) = group[j];
                     // SAFETY: `cut` holds the lock of entry `j`'s shard `s`
-                    // (`order` lists its entries up to `ends[s]`); the place
-                    // is in use (the entry's mark or deposit keeps it); no
-                    // other cell reference is live across this use.
-                    match unsafe { place.cell() }.take_common(inline, id, want) {
-                        Some((key, value, idle)) => {
-                            let seq = place.seq.load(Ordering::Relaxed);
-                            if idle {
-                                Self::settle_taken(shard, split(c).1, &mut freed);
-                            }
-                            sends += seq - start;
+                    // (`order` lists its entries up to `ends[s]`).
+                    match unsafe { self.take_one(shard, c, place, start, taker, &mut freed) } {
+                        Some(event) => {
+                            sends += event.sends;
                             // SAFETY: `events` has room for the group's
                             // entries (`Cut::events`), and place `j` is
                             // unwritten: `order` is a permutation of `0..n`.
-                            unsafe { events.add(j).write(Event::new(key, value, seq - start)) };
+                            unsafe { events.add(j).write(event) };
                         }
-                        None => match self.take_rare(c, place, start, id, epoch, &mut freed) {
-                            Some(event) => {
-                                sends += event.sends;
-                                // SAFETY: as above.
-                                unsafe { events.add(j).write(event) };
-                            }
-                            None => cut.stale.push(j as u16),
-                        },
+                        None => cut.stale.push(j as u16),
                     }
                 }
                 cut.taken = k;
@@ -175,12 +160,6 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         batch: &mut Vec<Event<K, V>>,
         untaken: &mut Vec<(CellId, u64)>,
     ) -> u64 {
-        let Taker {
-            id,
-            inline,
-            want,
-            epoch,
-        } = taker;
         let mut sends = 0;
         let mut freed = Vec::new();
         for &(c, _) in entries.iter().take(PREFETCH_AHEAD) {
@@ -204,19 +183,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             run.hold(s);
             let shard = &self.shards[s];
             let place = shard.slab.place(i);
-            // SAFETY: `run` holds shard `s`'s lock; the place is in use (the
-            // entry's mark or deposit keeps it); no other cell reference is
-            // live across this use.
-            let event = match unsafe { place.cell() }.take_common(inline, id, want) {
-                Some((key, value, idle)) => {
-                    let seq = place.seq.load(Ordering::Relaxed);
-                    if idle {
-                        Self::settle_taken(shard, i, &mut freed);
-                    }
-                    Some(Event::new(key, value, seq - start))
-                }
-                None => self.take_rare(c, place, start, id, epoch, &mut freed),
-            };
+            // SAFETY: `run` holds shard `s`'s lock.
+            let event = unsafe { self.take_one(shard, c, place, start, taker, &mut freed) };
             // Taken: a clone that unwound above left this entry as it was,
             // and in `rest` for the guard to give up.
             run.rest = rest;
@@ -228,6 +196,39 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         drop(run);
         drop(freed);
         sends
+    }
+
+    /// Takes one entry of a cut for `taker`: the entry names cell `c` of
+    /// `shard`, at `place`, its sends counted from `start`. The event, or
+    /// `None` for a stale entry; a cell the take left idle is settled (freed
+    /// into `freed` past the shard's keep). The common take inline, the rest
+    /// out of line (`take_rare`).
+    ///
+    /// # Safety
+    /// The caller holds `shard`'s lock, and `place` is `c`'s place in it.
+    #[inline(always)]
+    unsafe fn take_one(
+        &self,
+        shard: &Shard<K, V>,
+        c: CellId,
+        place: &Place<K, V>,
+        start: u64,
+        taker: Taker,
+        freed: &mut Vec<CellData<K, V>>,
+    ) -> Option<Event<K, V>> {
+        // SAFETY: the caller holds the shard's lock; the place is in use
+        // (the entry's mark or deposit keeps it); no other cell reference is
+        // live across this use.
+        match unsafe { place.cell() }.take_common(taker.inline, taker.id, taker.want) {
+            Some((key, value, idle)) => {
+                let seq = place.seq.load(Ordering::Relaxed);
+                if idle {
+                    Self::settle_taken(shard, split(c).1, freed);
+                }
+                Some(Event::new(key, value, seq - start))
+            }
+            None => self.take_rare(c, place, start, taker.id, taker.epoch, freed),
+        }
     }
 
     /// The place entry cell `c` names.
