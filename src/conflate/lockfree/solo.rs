@@ -412,9 +412,30 @@ impl<K, V> Solo<K, V> {
         self.take.head.with_mut(|p| unsafe { &mut *p })
     }
 
+    /// Links the tail's next block after `block`, the tail's full one, and
+    /// moves the tail onto it; under the push lock. Out of line: once per
+    /// `BLOCK` pushes.
+    #[cold]
+    #[inline(never)]
+    fn next_block(t: &mut Tail<K, V>, block: &Block<K, V>) {
+        let next = t.free.pop().unwrap_or_else(new_block);
+        // Release: the consumer that follows the link sees the block reset
+        // (`spend`) or built.
+        block.next.store(next, Ordering::Release);
+        t.block = next;
+        t.idx = 0;
+    }
+
     /// Claims the next place and writes it; under the key's shard lock.
     /// Returns the place, its position and epoch, and whether to wake the
     /// consumer.
+    ///
+    /// Always inline: called out of line, it returned these through memory,
+    /// and the send read them back with one 16-byte load over two 8-byte
+    /// stores, which the store buffer cannot forward, so the load waited for
+    /// the stores to reach the cache: about 5 ns of a 24 ns send
+    /// (docs/performance.md, "session twenty-seven").
+    #[inline(always)]
     fn push(&self, hash: u64, key: K, value: V) -> (*const Place<K, V>, u64, u32, bool) {
         let guard = self.push.lock.lock();
         // SAFETY: the push lock is held.
@@ -442,12 +463,7 @@ impl<K, V> Solo<K, V> {
         place.position.store(position, Ordering::Release);
         t.idx += 1;
         if t.idx == BLOCK {
-            let next = t.free.pop().unwrap_or_else(new_block);
-            // Release: the consumer that follows the link sees the block
-            // reset (`spend`) or built.
-            block.next.store(next, Ordering::Release);
-            t.block = next;
-            t.idx = 0;
+            Self::next_block(t, block);
         }
         t.next_position = position + 1;
         // Relaxed: a count for `len` and the stats; the places are published
