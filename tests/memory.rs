@@ -301,8 +301,16 @@ fn key_churn_leaves_no_residue() {
 /// values itself.
 ///
 /// `retained`: a `retain_latest` hub, whose table keeps one copy per key (in
-/// keybus its one receiver shares the cells, the table's values).
-fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool, retained: bool) {
+/// keybus the cells; its sole plain receiver keeps copies of its own in the
+/// places the cells name). `snapshot`: the receiver is a snapshot receiver
+/// (in keybus one that shares the cells, alone in its hub's list of them,
+/// so its sends take the cells' short path for the first send after a take).
+fn recurring_keys_leave_no_copies<I: Conflate>(
+    take: Take,
+    shared: bool,
+    retained: bool,
+    snapshot: bool,
+) {
     let name = I::NAME.replace(' ', "");
     let token = std::sync::Arc::new(0u64);
     let hub = if retained {
@@ -314,7 +322,11 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool, retaine
     };
     let tx = hub.sender();
     let first = shared.then(|| hub.receiver());
-    let mut rx = hub.receiver();
+    let mut rx = if snapshot {
+        hub.receiver_builder().snapshot().build()
+    } else {
+        hub.receiver()
+    };
     drop(first);
     const KEYS: u64 = 1_000;
     for round in 0..4 {
@@ -329,8 +341,8 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool, retaine
         assert_eq!(
             std::sync::Arc::strong_count(&token),
             1 + if retained { KEYS as usize } else { 0 },
-            "{name} ({take:?}, retained {retained}): values left in the hub after \
-             round {round}, every event dropped"
+            "{name} ({take:?}, retained {retained}, snapshot {snapshot}): values left in \
+             the hub after round {round}, every event dropped"
         );
     }
 }
@@ -338,9 +350,18 @@ fn recurring_keys_leave_no_copies<I: Conflate>(take: Take, shared: bool, retaine
 #[test]
 fn recurring_keys_leave_no_copies_behind() {
     for take in [Take::Cut, Take::Pop] {
-        for (shared, retained) in [(false, false), (true, false), (false, true)] {
-            recurring_keys_leave_no_copies::<conflate_api::Lockfree>(take, shared, retained);
-            recurring_keys_leave_no_copies::<conflate_api::Baseline>(take, shared, retained);
+        for (shared, retained, snapshot) in [
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (false, true, true),
+        ] {
+            recurring_keys_leave_no_copies::<conflate_api::Lockfree>(
+                take, shared, retained, snapshot,
+            );
+            recurring_keys_leave_no_copies::<conflate_api::Baseline>(
+                take, shared, retained, snapshot,
+            );
         }
     }
 }

@@ -75,6 +75,13 @@ fn with_sole_rx_tx_of<V: Clone + Send + 'static>(
     (hub, rx, tx)
 }
 
+/// A `retain_latest` hub: its sole plain receiver keeps its values in places
+/// the hub's cells name (docs/design.md, "The sole receiver owns its
+/// values"), under the cells' shard locks.
+fn table_hub() -> Hub<u32, u32> {
+    Hub::builder().retain_latest().build()
+}
+
 /// Everything left after all threads joined, until `Closed` or `Empty`.
 fn drain(rx: &mut Receiver<u32, u32>) -> Vec<(u32, u32, u64)> {
     let mut out = Vec::new();
@@ -117,6 +124,15 @@ fn close_vs_send_exactly_one_outcome() {
 #[test]
 fn close_vs_send_exactly_one_outcome_sole_receiver() {
     loom::model(|| close_vs_send(with_sole_rx_tx(Hub::<u32, u32>::new())));
+}
+
+/// The same for a `retain_latest` hub's sole plain receiver, whose places
+/// the cells name.
+///
+/// Rule: conflate 8. Trap: as above, the part under the cells' locks.
+#[test]
+fn close_vs_send_exactly_one_outcome_sole_receiver_table() {
+    loom::model(|| close_vs_send(with_sole_rx_tx(table_hub())));
 }
 
 fn close_vs_send((hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>)) {
@@ -204,13 +220,35 @@ fn cut_is_one_instant_across_shards_sole_receiver_warm() {
     loom::model(|| cut_while_sending_a_b_a(|hub| hub.receiver(), true));
 }
 
+/// The same cut for a `retain_latest` hub's sole plain receiver: a send
+/// finds the key's place through its cell, under the cell's shard lock,
+/// which is also the lock the cut's barrier takes.
+///
+/// Rule: conflate 5 (one cut). Trap: a send after the cut writing a place
+/// the batch reads through the cell's name for it. Mutant: s2, s10
+/// (`.ci/mutants`).
+#[test]
+fn cut_is_one_instant_across_shards_sole_receiver_table() {
+    loom::model(|| cut_on_hub_while_sending_a_b_a(table_hub(), |hub| hub.receiver(), false));
+}
+
+/// The same with both keys sent and taken before: their cells name places
+/// a cut took, which a send must not take for pending.
+///
+/// Rule: conflate 5. Trap: a cell's stale name taken for a pending place.
+#[test]
+fn cut_is_one_instant_across_shards_sole_receiver_table_warm() {
+    loom::model(|| cut_on_hub_while_sending_a_b_a(table_hub(), |hub| hub.receiver(), true));
+}
+
 /// The same race on cells that are already there, idle: both keys were sent
 /// and taken before, so the sends of `a` and `b` take the short path for the
 /// first send after a take (docs/design.md, "One cell per key"), and `b`'s
 /// push may land past the cut's instant before the cut moved the clock. That
-/// path is for a hub's one cell receiver in a list of one, which a plain
-/// receiver is only in a `retain_latest` hub (elsewhere a receiver alone
-/// keeps its own values), so the hub keeps a table.
+/// path is for a hub's one cell receiver in a list of one: a snapshot
+/// receiver here (a plain receiver alone keeps its own values, and one
+/// left alone by another's departure sits in a list with a hole until the
+/// next collection), so the hub keeps a table.
 ///
 /// Rule: conflate 5 (one cut), trap 13. Trap: the short path not helping, so
 /// the second send of `a` takes the fast path past the cut; a cut's group
@@ -221,8 +259,8 @@ fn cut_is_one_instant_across_shards_sole_receiver_warm() {
 fn cut_is_one_instant_across_shards_warm_cells() {
     loom::model(|| {
         cut_on_hub_while_sending_a_b_a(
-            Hub::builder().retain_latest().build(),
-            |hub| hub.receiver(),
+            table_hub(),
+            |hub| hub.receiver_builder().snapshot().build(),
             true,
         )
     });
@@ -454,8 +492,23 @@ fn park_vs_wake_send_sole_receiver() {
 /// Mutant: s3 (`.ci/mutants`).
 #[test]
 fn pop_vs_send_sole_receiver() {
-    loom::model(|| {
-        let (_hub, mut rx, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+    loom::model(|| pop_vs_send(Hub::new()));
+}
+
+/// The same for a `retain_latest` hub's sole plain receiver: the pop takes
+/// the cells' shard lock, under which sends find the place the cell names.
+///
+/// Rule: conflate 1, 13. Trap: a send written into a place a pop took.
+/// Mutant: s11 (`.ci/mutants`).
+#[test]
+fn pop_vs_send_sole_receiver_table() {
+    loom::model(|| pop_vs_send(table_hub()));
+}
+
+/// One model run of the two tests above on `hub`.
+fn pop_vs_send(hub: Hub<u32, u32>) {
+    {
+        let (_hub, mut rx, tx) = with_sole_rx_tx(hub);
         tx.send(1, 1).unwrap();
         let sender = thread::spawn(move || {
             tx.send(1, 2).unwrap();
@@ -479,7 +532,7 @@ fn pop_vs_send_sole_receiver() {
         );
         let s = rx.stats();
         assert_eq!((s.received, s.folded, s.pending), (3, 3, 0), "{s:?}");
-    });
+    }
 }
 
 /// Pops empty a block of the sole receiver's queue, which goes back to the
@@ -531,9 +584,24 @@ fn pop_vs_send_through_a_recycled_block_sole_receiver() {
 /// (`.ci/mutants`).
 #[test]
 fn conversion_vs_cuts_of_the_sole_receiver() {
-    loom::model(|| {
+    loom::model(|| conversion_vs_cuts(Hub::new()));
+}
+
+/// The same for a `retain_latest` hub's sole plain receiver: the conversion
+/// finds the pending places through the cells' names for them, and sends
+/// them into the cells with the shard locks let go (the push lock held).
+///
+/// Rule: conflate 4, 5, 13. Trap: as above. Mutant: s5 (`.ci/mutants`).
+#[test]
+fn conversion_vs_cuts_of_the_sole_receiver_table() {
+    loom::model(|| conversion_vs_cuts(table_hub()));
+}
+
+/// One model run of the two tests above on `hub`.
+fn conversion_vs_cuts(hub: Hub<u32, u32>) {
+    {
         let (a, b) = two_shard_keys();
-        let (hub, mut first, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+        let (hub, mut first, tx) = with_sole_rx_tx(hub);
         tx.send(a, 1).unwrap();
         tx.send(b, 1).unwrap();
         tx.send(a, 2).unwrap();
@@ -568,6 +636,43 @@ fn conversion_vs_cuts_of_the_sole_receiver() {
         let s = first.stats();
         assert_eq!((s.received, s.folded, s.pending), (4, 4, 0), "{s:?}");
         assert_eq!(first.try_recv(), Err(TryRecvError::Empty));
+    }
+}
+
+/// A second plain receiver registers while the consumer of a
+/// `retain_latest` hub's sole receiver pops: the conversion marks the
+/// pending places taken, lets the cells' shard locks go to send them into
+/// the cells, and marks the part converted under the push lock. A pop that
+/// finds its head place taken meanwhile must not answer `Empty` (the key is
+/// pending all along): it waits for the mark and goes on with the cells.
+///
+/// Rule: conflate 1 (a receive sees what is pending), 4. Trap: a pop
+/// between the conversion's take and its mark reading an empty queue.
+/// Mutant: s12 (`.ci/mutants`).
+#[test]
+fn conversion_vs_pops_of_the_sole_receiver_table() {
+    loom::model(|| {
+        let (a, b) = two_shard_keys();
+        let (hub, mut first, tx) = with_sole_rx_tx(table_hub());
+        tx.send(a, 1).unwrap();
+        tx.send(b, 1).unwrap();
+        let consumer = thread::spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                match first.try_recv() {
+                    Ok(e) => got.push((e.key, e.value, e.sends)),
+                    Err(e) => panic!("{e:?} with a key pending, after {got:?}"),
+                }
+            }
+            first
+        });
+        let mut second = hub.receiver();
+        let mut first = consumer.join().unwrap();
+        assert_eq!(first.try_recv(), Err(TryRecvError::Empty));
+        let s = first.stats();
+        assert_eq!((s.received, s.delivered, s.pending), (2, 2, 0), "{s:?}");
+        assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
+        assert_eq!(hub.latest(&a), Some(1));
     });
 }
 
@@ -583,8 +688,24 @@ fn conversion_vs_cuts_of_the_sole_receiver() {
 /// (`.ci/mutants`).
 #[test]
 fn sole_receiver_leaves_and_another_comes_vs_send() {
-    loom::model(|| {
-        let (hub, first, tx) = with_sole_rx_tx(Hub::<u32, u32>::new());
+    loom::model(|| leaves_and_another_comes_vs_send(Hub::new()));
+}
+
+/// The same for a `retain_latest` hub: the new receiver's part is a new
+/// part, and the key's cell still names the old part's place, which a send
+/// must not follow (its blocks go with the old consumer).
+///
+/// Rule: conflate 4, 12. Trap: a cell's name of a retired part's place
+/// followed. Mutant: s7 (`.ci/mutants`).
+#[test]
+fn sole_receiver_leaves_and_another_comes_vs_send_table() {
+    loom::model(|| leaves_and_another_comes_vs_send(table_hub()));
+}
+
+/// One model run of the two tests above on `hub`.
+fn leaves_and_another_comes_vs_send(hub: Hub<u32, u32>) {
+    {
+        let (hub, first, tx) = with_sole_rx_tx(hub);
         let watch = first.watch();
         let tx2 = tx.clone();
         let sender = thread::spawn(move || tx2.send(7, 1).unwrap());
@@ -605,7 +726,7 @@ fn sole_receiver_leaves_and_another_comes_vs_send() {
             "the first send reached both receivers: {s:?} {got:?}"
         );
         assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
-    });
+    }
 }
 
 /// The same for a receiver that keeps its own values: its core's wake-up.
@@ -740,6 +861,15 @@ fn hub_close_vs_send() {
 #[test]
 fn hub_close_vs_send_sole_receiver() {
     loom::model(|| close_now_vs_send(with_sole_rx_tx(Hub::<u32, u32>::new())));
+}
+
+/// The same for a `retain_latest` hub's sole plain receiver: the hard close
+/// takes the places the cells name under the cells' shard locks.
+///
+/// Rule: conflate 8 (`Hub::close`). Trap: as above.
+#[test]
+fn hub_close_vs_send_sole_receiver_table() {
+    loom::model(|| close_now_vs_send(with_sole_rx_tx(table_hub())));
 }
 
 fn close_now_vs_send((hub, mut rx, tx): (Hub<u32, u32>, Receiver<u32, u32>, Sender<u32, u32>)) {

@@ -166,6 +166,67 @@ fn cuts_are_instants_with_two_senders() {
     });
 }
 
+/// A `retain_latest` hub's sole plain receiver (its values in places the
+/// cells name, docs/design.md, "In a table hub") consumed with pops, cuts and
+/// `recv` while two senders send and another thread registers and drops a
+/// second plain receiver twice (the first converts its part into cell
+/// entries at the first of them). Per key, the values arrive in send order,
+/// the last one is the key's last send, and every send is counted once; the
+/// table ends with the last value of every key.
+///
+/// Rule: conflate 1, 4, 5, 13 and the state table. Trap: a send lost,
+/// doubled or reordered across the conversion; a place named by a cell
+/// written after the cut or pop that took it.
+#[test]
+fn table_hubs_sole_receiver_with_churn_and_two_senders() {
+    const KEYS: [u32; 6] = [0, 1, 0, 2, 1, 0];
+    check(|| {
+        let hub: Hub<u32, u64> = Hub::builder().retain_latest().build();
+        let (hub, mut rx) = with_receiver(hub);
+        let senders = spawn_each(&hub, Hub::sender, [0u32, 100], |tx, base| {
+            for (i, k) in KEYS.iter().enumerate() {
+                tx.send(base + k, i as u64 + 1).unwrap();
+            }
+        });
+        let churn = {
+            let hub = hub.clone();
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    let mut other = hub.receiver();
+                    let _ = other.try_recv_all();
+                    thread::yield_now();
+                    drop(other);
+                }
+            })
+        };
+        let consumer = thread::spawn(move || (consume_all(&mut rx), rx));
+        join_all(senders);
+        churn.join().unwrap();
+        let table = hub.snapshot();
+        drop(hub);
+        let (got, rx) = consumer.join().unwrap();
+        let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut sends = 0;
+        for &(k, v, n) in &got {
+            if let Some(before) = last.insert(k, v) {
+                assert!(before < v, "key {k}: {v} after {before}: {got:?}");
+            }
+            sends += n;
+        }
+        assert_eq!(sends, 2 * KEYS.len() as u64, "conservation: {got:?}");
+        let want: BTreeMap<u32, u64> = [0, 100]
+            .into_iter()
+            .flat_map(|base| [(base, 6), (base + 1, 5), (base + 2, 4)])
+            .collect();
+        assert_eq!(last, want, "the last value of every key: {got:?}");
+        let table: BTreeMap<u32, u64> = table.into_iter().collect();
+        assert_eq!(table, want, "the table");
+        let s = rx.stats();
+        assert_eq!(s.pending, 0, "{s:?}");
+        assert_eq!((s.received, s.folded), (sends, sends), "{s:?}");
+    });
+}
+
 /// Summing merge, three senders on two keys, the consumer mixing pops, cuts and
 /// peeks: after the graceful close the sums and send counts are conserved.
 ///

@@ -25,7 +25,10 @@ conflate_builders! {
         /// key's cell (one shard lock, one lookup, the value moved in) even with no
         /// receiver, and the plain receivers share that write; a key entering the
         /// table also clones the key and takes a first-touch number (one
-        /// `fetch_add`). A hub without it pays nothing: the send path tests "no
+        /// `fetch_add`). A lone plain receiver of a newer-wins hub without
+        /// tombstones keeps a copy of its pending values (one `V` clone per
+        /// send), written under the same lock, so that its receives take
+        /// them without visiting the table. A hub without it pays nothing: the send path tests "no
         /// receiver and no table" with one mask of the state word it loads anyway.
     ],
     tombstones_cost: [/// The test runs once per send (before any lock) and once per event a

@@ -207,11 +207,20 @@ where
                 } else {
                     (value.clone(), Some(value))
                 };
-                let sent = solo.send(hash, &key, value);
-                // The replaced value is user code's to drop: after the lock.
-                drop(sent.old);
-                if sent.wake {
-                    solo.owner().notify.notify(usize::MAX);
+                if solo.in_table() {
+                    // A table hub: the cells name the part's places, under
+                    // the one shard lock the send takes.
+                    // SAFETY: in flight until `_in_flight` drops; `solo` is
+                    // the part this send loaded.
+                    unsafe { shared.cells.send_owned(hash, &key, value, solo) };
+                } else {
+                    let sent = solo.send(hash, &key, value);
+                    // The replaced value is user code's to drop: after the
+                    // lock.
+                    drop(sent.old);
+                    if sent.wake {
+                        solo.owner().notify.notify(usize::MAX);
+                    }
                 }
                 if let Some(value) = rest {
                     deliver_own(&own, hash, &key, value);

@@ -43,6 +43,8 @@ pub(crate) struct WriterState<K, V> {
     spare_cell_rxs: Vec<Arc<CellRx>>,
     /// The solo part `Shared::solo` names, while it names one.
     solo: Option<Arc<Solo<K, V>>>,
+    /// Solo parts made so far: the next one's number (`Solo::for_table`).
+    solo_parts: u64,
     /// Solo parts sends no longer reach but a send in flight may still
     /// hold: let go of after the next grace period (`Shared::maybe_collect`).
     retired_solos: Vec<Arc<Solo<K, V>>>,
@@ -139,6 +141,7 @@ impl<K, V> Shared<K, V> {
                 list,
                 spare_cell_rxs: Vec::new(),
                 solo: None,
+                solo_parts: 0,
                 retired_solos: Vec::new(),
                 #[cfg(loom)]
                 let_go_solos: Vec::new(),
@@ -261,6 +264,14 @@ impl<K, V> Shared<K, V> {
         lock(&self.writer)
     }
 
+    /// Whether a table hub's sole plain receiver may keep its values itself:
+    /// newer wins (the receiver's value is then the table's, so the two are
+    /// written by the same send) and no tombstones (so no key leaves the
+    /// table, and no cell goes idle, while a place it names is pending).
+    fn table_keeps_solo(&self) -> bool {
+        matches!(self.merge, Merge::NewerWins) && !self.tombstones.enabled()
+    }
+
     /// Whether the hub keeps a state table (`HubBuilder::retain_latest`).
     pub(crate) fn retains(&self) -> bool {
         self.retain
@@ -353,14 +364,23 @@ impl<K, V> Shared<K, V> {
             return (rx, None);
         }
         let mut sole = None;
-        if !self.retain && !snapshot && w.list.cell_live() == 0 {
-            // The only plain receiver of a hub without a table: its values
-            // are its own until a second one comes (`solo.rs`). Stored before
-            // the count below, which a send loads first. An earlier sole
-            // receiver's part was retired when it left (or converted).
+        let in_table = self.retain && self.table_keeps_solo();
+        if (!self.retain || in_table) && !snapshot && w.list.cell_live() == 0 {
+            // The only plain receiver of a hub without a table, or of a
+            // newer-wins table without tombstones: its values are its own
+            // until a second one comes (`solo.rs`). Stored before the count
+            // below, which a send loads first. An earlier sole receiver's
+            // part was retired when it left (or converted).
             debug_assert!(w.solo.is_none(), "a solo part outlived its receiver");
             self.retire_solo(&mut w);
-            let solo = Arc::new(Solo::new(rx.clone()));
+            let solo = Arc::new(if in_table {
+                w.solo_parts += 1;
+                // SAFETY: the cells are the hub's, which outlives every
+                // send, registrar and consumer of the part.
+                unsafe { Solo::for_table(rx.clone(), &self.cells, w.solo_parts) }
+            } else {
+                Solo::new(rx.clone())
+            });
             self.solo.store(
                 std::ptr::from_ref::<Solo<K, V>>(&*solo).cast_mut(),
                 Ordering::Relaxed,
@@ -369,7 +389,12 @@ impl<K, V> Shared<K, V> {
             sole = Some(solo);
         }
         let converting = sole.is_none() && w.solo.is_some();
-        let _resume = (snapshot || converting).then(|| self.hold_sends_off());
+        // A table hub's sends with no receiver counted go to the cells and
+        // read their list of cell receivers, which names this one from
+        // below: held off, none of them is in flight once it is listed, so
+        // none makes it a cell entry while its part takes its sends.
+        let table_sole = sole.is_some() && self.retain;
+        let _resume = (snapshot || converting || table_sole).then(|| self.hold_sends_off());
         if converting {
             // A second plain receiver: the first one's entries become cells
             // first, with no send in flight.

@@ -5,7 +5,10 @@
 //! key, newer wins, no bound), that receiver's pending values live in the
 //! places of its first-touch queue, and an index of its own, in 32 shards,
 //! maps each key to its place, the place's push position and the cut epoch
-//! it was pushed in. A coalescing send writes the place under the key's
+//! it was pushed in. In a hub with a newer-wins table and no tombstones the
+//! hub's cells name the places instead (`Owned`, `Cells::send_owned`), and
+//! the cells' shard locks are the part's (docs/design.md, "In a table
+//! hub"). A coalescing send writes the place under the key's
 //! shard lock; a pop marks its place taken under that lock (the index goes
 //! stale without being touched); a cut moves the epoch, locks and releases
 //! each shard its batch names, and reads its places in order, touching
@@ -14,6 +17,7 @@
 //! receiver.
 
 use super::cell_rx::CellRx;
+use super::cells::Cells;
 use super::lock::{SpinGuard, SpinLock};
 use crate::conflate::common::event::Event;
 use crate::sync::{Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
@@ -260,9 +264,43 @@ pub(crate) struct Moved<K, V> {
     pub(crate) sends: u64,
 }
 
+/// Where a table hub's cell names its key's place at the part (`Owned`):
+/// kept by the cell, read and written under its shard lock by the sends
+/// (`Cells::send_owned`), read by the conversion and a hard close.
+#[derive(Clone, Copy)]
+pub(crate) struct Owned {
+    /// The part's number (`Solo::part`); 0 names none. A reference of
+    /// another part is never followed: its blocks may be freed.
+    part: u64,
+    /// The place (a `Place<K, V>` of part `part`).
+    place: *const (),
+    /// The place's position when the key was pushed there.
+    position: u64,
+    /// The cut epoch it was pushed in.
+    epoch: u32,
+}
+
+impl Owned {
+    /// No place.
+    pub(crate) const NONE: Owned = Owned {
+        part: 0,
+        place: ptr::null(),
+        position: 0,
+        epoch: 0,
+    };
+}
+
 /// The sole receiver's values, index and queue.
 pub(crate) struct Solo<K, V> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
+    /// In a hub with a state table, the hub's cells: their shard locks are
+    /// this part's, the cells name its places and its index stays empty
+    /// (`Solo::for_table`). Null otherwise. The cells outlive every use:
+    /// the part's lockers are sends in flight, the registrar and the
+    /// consumer, which all hold the hub; its drop takes no lock.
+    cells: *const Cells<K, V>,
+    /// This part's number in its hub (`Owned::part`), from 1.
+    part: u64,
     /// The cut epoch, read by every send under its shard lock.
     epoch: CachePadded<AtomicU32>,
     /// What the producers write on every push, on lines of their own.
@@ -313,8 +351,26 @@ pub(crate) struct Sent<V> {
 
 impl<K, V> Solo<K, V> {
     pub(crate) fn new(rx: Arc<CellRx>) -> Self {
+        Self::with_locks(rx, ptr::null(), 0)
+    }
+
+    /// A part for a hub with a state table: its places are named by the
+    /// hub's `cells`, whose shard locks it takes as its own (docs/design.md,
+    /// "The sole receiver owns its values"). `part`: a number no other part
+    /// of the hub had.
+    ///
+    /// # Safety
+    /// `cells` outlives every call on this part but its drop.
+    pub(crate) unsafe fn for_table(rx: Arc<CellRx>, cells: &Cells<K, V>, part: u64) -> Self {
+        debug_assert!(part != 0, "part 0 names none");
+        Self::with_locks(rx, cells, part)
+    }
+
+    fn with_locks(rx: Arc<CellRx>, cells: *const Cells<K, V>, part: u64) -> Self {
         let first = new_block();
         Solo {
+            cells,
+            part,
             shards: (0..SHARDS)
                 .map(|_| {
                     CachePadded::new(Shard {
@@ -368,6 +424,24 @@ impl<K, V> Solo<K, V> {
     #[cfg(loom)]
     pub(crate) fn mark_let_go(&self) {
         self.let_go.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the hub's cells name this part's places (a hub with a
+    /// state table).
+    pub(crate) fn in_table(&self) -> bool {
+        !self.cells.is_null()
+    }
+
+    /// Locks shard `s` of the part: its own lock, or in a table hub the
+    /// cells' lock of the same shard.
+    #[inline]
+    fn lock_shard(&self, s: usize) -> SpinGuard<'_> {
+        if self.cells.is_null() {
+            self.shards[s].lock.lock()
+        } else {
+            // SAFETY: the cells outlive every locker (`Solo::for_table`).
+            unsafe { &*self.cells }.spin_lock(s).lock()
+        }
     }
 
     /// The receiver whose values these are.
@@ -527,12 +601,106 @@ impl<K, V> Solo<K, V> {
     }
 }
 
+impl<K, V> Solo<K, V> {
+    /// The place `o` names if it is still pending there in epoch `now`:
+    /// `o` is of this part (a reference of another part is never followed),
+    /// of the epoch, and the place still carries its position. Under the
+    /// place's shard lock.
+    #[inline(always)]
+    fn owned_place(&self, o: &Owned, now: u32) -> Option<*const Place<K, V>> {
+        if o.part != self.part || o.epoch != now {
+            return None;
+        }
+        let place = o.place.cast::<Place<K, V>>();
+        // SAFETY: a reference of this part names one of its places, and its
+        // blocks live as long as it does. Relaxed: written under the lock
+        // the caller holds (or by the consumer's cut, for a place of an
+        // older epoch, which the epoch test ruled out).
+        (unsafe { &*place }.position.load(Ordering::Relaxed) == o.position).then_some(place)
+    }
+}
+
+impl<K: Clone, V> Solo<K, V> {
+    /// A table hub's send, at the part (docs/design.md, "The sole receiver
+    /// owns its values"): coalesces into the place the key's cell names if
+    /// it is pending in the current epoch, else pushes a new place and names
+    /// it in `owned`. `value` is the receiver's copy (the table keeps its
+    /// own). Clones the key (a push) before anything changes.
+    ///
+    /// # Safety
+    /// The caller holds the cells' lock of the key's shard (this part's),
+    /// `owned` is the key's reference in its cell, and the part is a table
+    /// hub's.
+    #[inline(always)]
+    pub(crate) unsafe fn send_held(
+        &self,
+        hash: u64,
+        key: &K,
+        value: V,
+        owned: &mut Owned,
+    ) -> Sent<V> {
+        debug_assert!(self.in_table());
+        // Relaxed: as in `send`.
+        #[cfg(loom)]
+        assert!(
+            !self.let_go.load(Ordering::Relaxed),
+            "a send reached a solo part the hub let go of"
+        );
+        let shard = &self.shards[shard_of(hash)];
+        // SAFETY: the caller holds the shard's lock (this function's
+        // contract); the reference ends before this returns.
+        let data = shard.data.with_mut(|p| unsafe { &mut *p });
+        if !data.open {
+            // The receiver left, was converted or closed by the hub.
+            return Sent {
+                old: Some(value),
+                wake: false,
+            };
+        }
+        // Relaxed: as in `send` (the cut's barrier takes this lock).
+        let now = self.epoch.load(Ordering::Relaxed);
+        let sent = match self.owned_place(owned, now) {
+            Some(place) => {
+                // SAFETY: the place is this key's (pending in this epoch)
+                // and its shard lock is held: no one else writes or takes
+                // it.
+                let place = unsafe { &*place };
+                let old = place
+                    .value
+                    // SAFETY: as above; the value is initialized (pending).
+                    .with_mut(|p| unsafe { std::mem::replace((*p).assume_init_mut(), value) });
+                // SAFETY: as above.
+                place.sends.with_mut(|p| unsafe { *p += 1 });
+                Sent {
+                    old: Some(old),
+                    wake: false,
+                }
+            }
+            None => {
+                let (place, position, epoch, wake) = self.push(hash, key.clone(), value);
+                *owned = Owned {
+                    part: self.part,
+                    place: place.cast(),
+                    position,
+                    epoch,
+                };
+                Sent { old: None, wake }
+            }
+        };
+        // Release: pairs with `received`'s Acquire.
+        let n = shard.received.load(Ordering::Relaxed);
+        shard.received.store(n + 1, Ordering::Release);
+        sent
+    }
+}
+
 impl<K: Eq + Clone, V> Solo<K, V> {
     /// One send: coalesces into the key's place if it is pending in the
     /// current epoch, else pushes a new place. The key's clones are made
     /// before anything changes (a panicking `K::clone` leaves all as it was).
     #[inline]
     pub(crate) fn send(&self, hash: u64, key: &K, value: V) -> Sent<V> {
+        debug_assert!(!self.in_table(), "a table hub's sends go through its cells");
         // Relaxed: a correct hub lets go of a part only after a grace period
         // that waited for this send (its leave happens before the mark).
         #[cfg(loom)]
@@ -694,11 +862,17 @@ impl<K, V> Solo<K, V> {
         }
         // SAFETY: ready.
         let shard = usize::from(unsafe { place.hash() }.shard);
-        let guard = self.shards[shard].lock.lock();
+        let guard = self.lock_shard(shard);
         // Relaxed: written under this lock. Only the conversion or a hard
         // close marks a place the consumer has not passed; either one did
         // so before this lock.
         if place.position.load(Ordering::Relaxed) == TAKEN {
+            // Either holds the push lock until it marked the queue converted
+            // or shut (in a table hub it lets the shard locks go first, to
+            // send into the cells): wait for it, so that `empty` reads the
+            // mark.
+            drop(guard);
+            drop(self.push.lock.lock());
             return None;
         }
         Some((place, guard))
@@ -791,7 +965,7 @@ impl<K, V> Solo<K, V> {
         while named != 0 {
             let s = named.trailing_zeros() as usize;
             named &= named - 1;
-            drop(self.shards[s].lock.lock());
+            drop(self.lock_shard(s));
         }
         out.reserve(batch);
         let mut sends = 0;
@@ -874,23 +1048,24 @@ impl<K, V> Solo<K, V> {
     pub(crate) fn maybe_compact(&self) {
         // SAFETY: the consumer calls this.
         let h = unsafe { self.head() };
-        if h.taken < COMPACT_EVERY {
+        if h.taken < COMPACT_EVERY || self.in_table() {
+            // (A table hub's part keeps no index: the cells name its places.)
             return;
         }
         h.taken = 0;
         h.peak = h.peak.max(self.len());
         let keep = STALE_KEEP.max(h.peak as usize);
         let mut indexed = 0;
-        for shard in self.shards.iter() {
-            let guard = shard.lock.lock();
+        for (s, shard) in self.shards.iter().enumerate() {
+            let guard = self.lock_shard(s);
             // SAFETY: the lock is held.
             indexed += unsafe { Self::data(shard, &guard) }.index.len();
         }
         if indexed <= 2 * keep {
             return;
         }
-        for shard in self.shards.iter() {
-            let guard = shard.lock.lock();
+        for (s, shard) in self.shards.iter().enumerate() {
+            let guard = self.lock_shard(s);
             let now = self.epoch.load(Ordering::Relaxed);
             // SAFETY: the lock is held.
             let data = unsafe { Self::data(shard, &guard) };
@@ -933,8 +1108,9 @@ impl<K, V> Solo<K, V> {
         let guards: Vec<_> = self
             .shards
             .iter()
-            .map(|shard| {
-                let guard = shard.lock.lock();
+            .enumerate()
+            .map(|(s, shard)| {
+                let guard = self.lock_shard(s);
                 // SAFETY: the lock is held.
                 let data = unsafe { Self::data(shard, &guard) };
                 data.open = false;
@@ -998,12 +1174,12 @@ impl<K, V> Solo<K, V> {
     /// and hands them to `then` in first-touch order; then marks the queue
     /// converted or shut.
     fn seize(&self, converting: bool, then: impl FnOnce(Vec<Moved<K, V>>)) {
-        let guards: Vec<_> = self.shards.iter().map(|s| s.lock.lock()).collect();
+        let mut guards: Vec<_> = (0..SHARDS).map(|s| self.lock_shard(s)).collect();
         let push = self.push.lock.lock();
         // SAFETY: the push lock is held.
         let t = unsafe { self.tail(&push) };
         let mut found = Vec::new();
-        for (shard, guard) in self.shards.iter().zip(&guards) {
+        for (s, (shard, guard)) in self.shards.iter().zip(&guards).enumerate() {
             // SAFETY: the lock is held.
             let data = unsafe { Self::data(shard, guard) };
             data.open = false;
@@ -1012,6 +1188,16 @@ impl<K, V> Solo<K, V> {
                 let place = unsafe { &*ix.place };
                 if ix.epoch == t.epoch && place.position.load(Ordering::Relaxed) == ix.position {
                     found.push((ix.position, ix.place));
+                }
+            }
+            if !self.cells.is_null() {
+                // A table hub: the cells name the places (the index is
+                // empty). SAFETY: the cells outlive every locker, and the
+                // lock of shard `s`, theirs, is held.
+                for o in unsafe { (*self.cells).owned_held(s) } {
+                    if let Some(place) = self.owned_place(o, t.epoch) {
+                        found.push((o.position, place));
+                    }
                 }
             }
         }
@@ -1035,6 +1221,14 @@ impl<K, V> Solo<K, V> {
                 }
             })
             .collect();
+        if self.in_table() {
+            // The conversion's sends lock the cells' shards, which are this
+            // part's: let them go, and keep the push lock until the mark
+            // below (a pop that finds a place taken waits for it, and a cut
+            // checks the mark under it; no send runs meanwhile: the
+            // conversion holds them off, and a hard close shut them out).
+            guards.clear();
+        }
         then(moved);
         if converting {
             t.converted = true;
@@ -1050,7 +1244,11 @@ impl<K, V> Solo<K, V> {
 
 impl<K, V> Drop for Solo<K, V> {
     fn drop(&mut self) {
-        // The hub is gone: nothing else holds the queue.
+        // Nothing else holds the part: no send reaches it (it was retired
+        // and a grace period passed, or the hub is gone) and its consumer
+        // let go of it. So its own locks do for the tear-down, also in a
+        // table hub, whose cells may be gone by now.
+        self.cells = ptr::null();
         let (values, keys, _) = self.tear_down();
         drop(values);
         drop(keys);

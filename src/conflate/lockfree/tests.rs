@@ -416,7 +416,11 @@ fn clone_panicking_mid_cut(keys: u32, clones: i64) {
     }
     let hub: Hub<u32, Brittle> = Hub::builder().retain_latest().build();
     let tx = hub.sender();
+    // A cell receiver: a sole one keeps its values itself, so it registers
+    // beside another that then leaves.
+    let first = hub.receiver();
     let mut rx = hub.receiver();
+    drop(first);
     // The table keeps every value, so the cut clones each one it takes.
     for k in 0..keys {
         tx.send(k, Brittle(format!("v{k}"))).unwrap();
@@ -574,13 +578,120 @@ fn a_sole_receivers_entries_become_cells_in_first_touch_order() {
     );
 }
 
+/// The same for a `retain_latest` hub's sole plain receiver, whose places
+/// the cells name: the conversion finds them through the cells, sends them
+/// in with the table's values and first-touch order left as they were, and
+/// the table reads the latest value of every key throughout.
+#[test]
+fn a_table_hubs_sole_receivers_entries_become_cells_in_first_touch_order() {
+    let hub: Hub<u32, String> = Hub::builder().retain_latest().build();
+    let tx = hub.sender();
+    let n: u32 = if cfg!(miri) { 100 } else { 3_000 };
+    // Keys in the table before the receiver: their cells name no place.
+    for k in (0..n).rev() {
+        tx.send(k, "before".to_string()).unwrap();
+    }
+    let mut first = hub.receiver();
+    for round in 0..2u32 {
+        for k in 0..n {
+            tx.send(k, round.to_string()).unwrap();
+        }
+        let taken = if round == 1 {
+            std::iter::from_fn(|| first.try_recv().ok()).count()
+        } else {
+            first.try_recv_all().unwrap().len()
+        };
+        assert_eq!(taken as u32, n, "round {round}");
+    }
+    for k in 0..n {
+        tx.send(k, format!("a{k}")).unwrap();
+    }
+    for k in 0..n / 2 {
+        tx.send(k, format!("b{k}")).unwrap();
+    }
+    assert_eq!(first.len() as u32, n);
+    let popped = first.try_recv().unwrap();
+    assert_eq!(
+        (popped.key, popped.value.as_str(), popped.sends),
+        (0, "b0", 2)
+    );
+    let mut second = hub.receiver();
+    tx.send(n, "late".to_string()).unwrap();
+    let batch = first.try_recv_all().unwrap();
+    let keys: Vec<u32> = batch.iter().map(|e| e.key).collect();
+    assert_eq!(keys, (1..=n).collect::<Vec<_>>(), "first-touch order");
+    for e in &batch[..batch.len() - 1] {
+        let (value, sends) = if e.key < n / 2 {
+            (format!("b{}", e.key), 2)
+        } else {
+            (format!("a{}", e.key), 1)
+        };
+        assert_eq!((&e.value, e.sends), (&value, sends), "key {}", e.key);
+        assert_eq!(hub.latest(&e.key), Some(value), "the table's value");
+    }
+    let late = second.try_recv().unwrap();
+    assert_eq!((late.key, late.value.as_str(), late.sends), (n, "late", 1));
+    assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
+    // The table's first-touch order: the keys as first sent, `n` last.
+    let table: Vec<u32> = hub.snapshot().into_iter().map(|(k, _)| k).collect();
+    let order: Vec<u32> = (0..n).rev().chain([n]).collect();
+    assert_eq!(table, order);
+    let s = first.stats();
+    let sent = u64::from(3 * n + n / 2 + 1);
+    assert_eq!(
+        (s.received, s.folded, s.pending, s.dropped),
+        (sent, sent, 0, 0)
+    );
+}
+
+/// A `retain_latest` hub's sole receiver leaves with a key pending, and the
+/// next one registers alone: the key's cell still names the first part's
+/// place, whose blocks went with the first consumer. The new part must not
+/// follow that name (its blocks may sit where the old ones were: a send of
+/// another key then takes the first place, the one the stale name points
+/// at; under miri any read of the freed block fails).
+#[test]
+fn a_table_hubs_next_sole_receiver_never_follows_the_last_ones_places() {
+    let hub: Hub<u32, String> = Hub::builder().retain_latest().build();
+    let tx = hub.sender();
+    let first = hub.receiver();
+    tx.send(1, "a".into()).unwrap();
+    drop(first);
+    let mut second = hub.receiver();
+    tx.send(2, "x".into()).unwrap();
+    tx.send(1, "b".into()).unwrap();
+    let got: Vec<_> = second
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.key, e.value, e.sends))
+        .collect();
+    assert_eq!(got, [(2, "x".to_string(), 1), (1, "b".to_string(), 1)]);
+    assert_eq!(hub.latest(&1).as_deref(), Some("b"));
+}
+
 /// The sole receiver's values go when it closes, and when the hub closes
 /// hard, also with a send racing the close; the stats count them dropped.
 #[test]
 fn a_sole_receivers_values_go_at_its_close_and_the_hubs() {
+    sole_receivers_values_go_at_its_close_and_the_hubs(false);
+}
+
+/// The same in a `retain_latest` hub, whose table keeps its own copy of
+/// every value: the receiver's copies go, the table's stay.
+#[test]
+fn a_table_hubs_sole_receivers_values_go_at_its_close_and_the_hubs() {
+    sole_receivers_values_go_at_its_close_and_the_hubs(true);
+}
+
+fn sole_receivers_values_go_at_its_close_and_the_hubs(table: bool) {
     let token = std::sync::Arc::new(());
     for hard in [false, true] {
-        let hub: Hub<u32, std::sync::Arc<()>> = Hub::new();
+        let hub: Hub<u32, std::sync::Arc<()>> = if table {
+            Hub::builder().retain_latest().build()
+        } else {
+            Hub::new()
+        };
         let tx = hub.sender();
         let mut rx = hub.receiver();
         for k in 0..300 {
@@ -602,7 +713,13 @@ fn a_sole_receivers_values_go_at_its_close_and_the_hubs() {
         // still listed, and pushed to its cell queue after the close walked
         // it: the receiver's next receive gives that up (its settling).
         assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
-        assert_eq!(std::sync::Arc::strong_count(&token), 1, "hard {hard}");
+        let kept = hub.snapshot().len();
+        assert_eq!(kept, if table { 200 + kept % 200 } else { 0 });
+        assert_eq!(
+            std::sync::Arc::strong_count(&token),
+            1 + kept,
+            "hard {hard}"
+        );
         let s = rx.stats();
         assert_eq!(s.received, s.dropped, "hard {hard}: {s:?}");
         assert!(s.received >= 300 && s.pending == 0, "hard {hard}: {s:?}");

@@ -9,9 +9,10 @@ mod table;
 mod take;
 
 use super::cell_rx::CellRx;
-use super::lock::{ShardGuard, ShardLock};
+use super::lock::{ShardGuard, ShardLock, SpinLock};
 use super::queue::CellId;
 use super::registry::{Listed, Registry};
+use super::solo::{Owned, Solo};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::policy::Merge;
 use crate::conflate::common::removal::Tombstones;
@@ -91,6 +92,9 @@ struct ShardData<V> {
     /// First-touch numbers of the table's cells, by slab index (only with
     /// `retain_latest`).
     orders: Vec<u64>,
+    /// Where each cell names its key's place at the sole receiver's part,
+    /// by slab index (a table hub's sole receiver only: `Cells::send_owned`).
+    owned: Vec<Owned>,
 }
 
 struct Shard<K, V> {
@@ -245,6 +249,10 @@ impl<'a, K, V> Locked<'a, K, V> {
         });
         self.d().used += 1;
         self.d().idle += 1;
+        if let Some(o) = self.d().owned.get_mut(i as usize) {
+            // A new key names no place yet.
+            *o = Owned::NONE;
+        }
         (i, place)
     }
 
@@ -401,6 +409,7 @@ impl<K, V> Cells<K, V> {
                             peak: 0,
                             deposits: Vec::new(),
                             orders: Vec::new(),
+                            owned: Vec::new(),
                         }),
                         slab: Slab::new(),
                     })
@@ -473,6 +482,30 @@ impl<K, V> Cells<K, V> {
             drop(sh);
             drop(values);
         }
+    }
+
+    /// Shard `s`'s lock, which a table hub's sole receiver takes as its own
+    /// (`Solo::for_table`): a spin lock, since such a hub's merge is newer
+    /// wins.
+    pub(crate) fn spin_lock(&self, s: usize) -> &SpinLock {
+        self.shards[s]
+            .lock
+            .spin()
+            .expect("a table hub's sole receiver needs a newer-wins hub")
+    }
+
+    /// Shard `s`'s cells' references to the sole receiver's places.
+    ///
+    /// # Safety
+    /// The caller holds shard `s`'s lock, and the slice ends before it lets
+    /// go of it.
+    pub(crate) unsafe fn owned_held(&self, s: usize) -> &[Owned] {
+        // SAFETY: the caller's contract.
+        self.shards[s].data.with(|p| {
+            // SAFETY: as above.
+            let data: &ShardData<V> = unsafe { &*p };
+            data.owned.as_slice()
+        })
     }
 
     /// The send sequence of a cell that is pending at the caller (so it stays

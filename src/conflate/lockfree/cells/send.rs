@@ -187,6 +187,69 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         unsafe { self.send_slow(sh, found, hash, key, value, tombstone, registry, clock, now) }
     }
 
+    /// A send in a table hub whose sole plain receiver keeps its values
+    /// itself (docs/design.md, "The sole receiver owns its values"): under
+    /// the key's shard lock, one probe finds the cell, the receiver's copy
+    /// goes to the place the cell names (coalesced, or a new place pushed
+    /// and named), and the table's value to the cell. No cell receiver is
+    /// visited: the hub has none but the sole receiver, which reads its
+    /// part. Runs no user code but `V::clone` (before the lock), `K::eq`
+    /// and `K::clone` (a new cell, a new place), before anything changes.
+    ///
+    /// # Safety
+    /// The caller is a send in flight until this returns, and `solo` is the
+    /// hub's part it loaded (a table hub's, `Solo::for_table` over these
+    /// cells).
+    #[inline(always)]
+    pub(crate) unsafe fn send_owned(&self, hash: u64, key: &K, value: V, solo: &Solo<K, V>) {
+        let copy = value.clone();
+        let s = shard_of(hash);
+        let shard = &self.shards[s];
+        let hash32 = hash as u32;
+        let guard = self.spin_lock(s).lock();
+        let mut sh = shard.locked(ShardGuard::Spin(guard));
+        let (i, place) = match sh.find_place(hash32, key) {
+            Some(found) => found,
+            // The one copy of the key is made before anything changes.
+            None => sh.insert(key.clone(), hash32),
+        };
+        let owned = &mut sh.d().owned;
+        if owned.len() <= i as usize {
+            owned.resize(i as usize + 1, Owned::NONE);
+        }
+        // SAFETY: the shard's lock is held, which is the part's (the
+        // caller's contract); `owned[i]` is the key's reference.
+        let sent = unsafe { solo.send_held(hash, key, copy, &mut owned[i as usize]) };
+        // SAFETY: the shard lock is held and the place is in use; no other
+        // reference to this cell is made while this one lives.
+        let cell = unsafe { place.cell() };
+        let was_idle = cell.idle();
+        let entering = !cell.retained();
+        let old = cell.replace_value(value);
+        if entering {
+            cell.set_retained(true);
+        }
+        // No cell receiver reads the stamp while the sole receiver's part
+        // is the hub's; stale, the key's first cell send after it takes the
+        // slow path (the registration that ends the part moves the clock
+        // anyway).
+        cell.stamp = STALE;
+        // Relaxed: written under the lock; read by stats (see `seq`).
+        let seq = place.seq.load(Ordering::Relaxed);
+        place.seq.store(seq + 1, Ordering::Relaxed);
+        if entering {
+            self.note_order(&mut sh, i);
+        }
+        let freed = sh.settle_as(i, was_idle, false);
+        debug_assert!(freed.is_none(), "a cell in the table stays");
+        drop(sh);
+        drop(old);
+        drop(sent.old);
+        if sent.wake {
+            solo.owner().notify.notify(usize::MAX);
+        }
+    }
+
     /// The rest of [`Cells::send`]: a new key, a hub with its own merge, or a
     /// cell that needs its receivers visited. `found`: the key's cell as the
     /// probe under this lock found it.
