@@ -20,12 +20,15 @@ impl SpinLock {
     }
 
     /// Acquire pairs with the Release of the previous holder's unlock: its
-    /// writes happen-before this critical section.
+    /// writes happen-before this critical section. SeqCst (the same locked
+    /// instruction on x86): a holder's SeqCst loads under the lock are then
+    /// ordered against a waiter that stored, fenced and read the lock free
+    /// ([`SpinLock::wait_free`]).
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_> {
         if self
             .0
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange_weak(false, true, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {
             self.lock_contended();
@@ -62,11 +65,27 @@ impl SpinLock {
             }
             if self
                 .0
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange_weak(false, true, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
                 return;
             }
+        }
+    }
+
+    /// Waits until the lock reads free, without taking it: the sole
+    /// receiver's cut barrier (docs/design.md, "The sole receiver owns its
+    /// values"). The caller stored a value (the cut epoch) and then ran a
+    /// SeqCst fence; a holder loads that value SeqCst after its SeqCst lock.
+    /// In the order of SeqCst operations either the holder's lock comes
+    /// first, and this load reads it (or a later value) and waits for the
+    /// release, or the fence does, and the holder reads the stored value.
+    /// Acquire: a release this reads (or one its value follows in the lock's
+    /// modification order) makes the holder's writes visible to the caller.
+    pub(crate) fn wait_free(&self) {
+        let backoff = Backoff::new();
+        while self.0.load(Ordering::SeqCst) {
+            snooze(&backoff);
         }
     }
 }
