@@ -564,7 +564,11 @@ impl<K, V> Solo<K, V> {
         // Relaxed: a count for `len` and the stats; the places are published
         // by their positions.
         self.push.pushed.store(position + 1, Ordering::Relaxed);
-        let wake = std::mem::take(&mut t.parked);
+        // Read, and cleared only when set: no store on the common push.
+        let wake = t.parked;
+        if wake {
+            t.parked = false;
+        }
         (place, position, t.epoch, wake)
     }
 

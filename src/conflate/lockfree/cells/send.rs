@@ -229,11 +229,11 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         if entering {
             cell.set_retained(true);
         }
-        // No cell receiver reads the stamp while the sole receiver's part
-        // is the hub's; stale, the key's first cell send after it takes the
-        // slow path (the registration that ends the part moves the clock
-        // anyway).
-        cell.stamp = STALE;
+        // The stamp is left as it is: it is older than the clock (every
+        // registration moves the clock after it, and no cell send stamps a
+        // cell while the part takes the sends), so the key's first cell send
+        // after the part, the conversion's or one after its receiver left,
+        // takes the slow path.
         // Relaxed: written under the lock; read by stats (see `seq`).
         let seq = place.seq.load(Ordering::Relaxed);
         place.seq.store(seq + 1, Ordering::Relaxed);
