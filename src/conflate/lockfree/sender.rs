@@ -91,6 +91,27 @@ where
     };
 }
 
+/// [`Cells::send_owned`](super::cells::Cells::send_owned) out of line, for
+/// the copy of the send path of hubs without a table.
+///
+/// # Safety
+/// As `Cells::send_owned`.
+#[inline(never)]
+#[cold]
+unsafe fn send_owned_out_of_line<K, V>(
+    shared: &Shared<K, V>,
+    hash: u64,
+    key: &K,
+    value: V,
+    solo: &super::solo::Solo<K, V>,
+) where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + 'static,
+{
+    // SAFETY: the caller's contract, passed on.
+    unsafe { shared.cells.send_owned(hash, key, value, solo) };
+}
+
 impl<K, V> Sender<K, V>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -130,7 +151,11 @@ where
         if now.tx_closed() {
             return shared.refuse(key, value);
         }
-        self.fan_out(shared.stripes.mine(), key, value)
+        if shared.retain {
+            self.fan_out::<true>(shared.stripes.mine(), key, value)
+        } else {
+            self.fan_out::<false>(shared.stripes.mine(), key, value)
+        }
     }
 
     /// The send proper, out of line so the fast path above stays small.
@@ -141,12 +166,23 @@ where
     /// that user code (this thread's send on this hub has not left); a thread
     /// on the shared stripe, which cannot tell, marks a thread-local scope
     /// around its send instead (what `Shared::inside_send` also reads).
+    ///
+    /// One copy per kind of hub (`TABLE`: `retain_latest`): a table hub's
+    /// sole receiver's send is written into its copy (`Cells::send_owned`),
+    /// and kept out of the other's, whose other paths it slowed by about
+    /// half a nanosecond each when it was in both (docs/performance.md,
+    /// "session twenty-eight").
     #[inline(never)]
-    fn fan_out(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
+    fn fan_out<const TABLE: bool>(
+        &self,
+        stripe: Stripe<'_>,
+        key: K,
+        value: V,
+    ) -> Result<(), SendError<K, V>> {
         match stripe.owned_in_flight() {
-            Some(false) => self.publish(stripe, key, value),
+            Some(false) => self.publish::<TABLE>(stripe, key, value),
             Some(true) => reentered("Sender::send"),
-            None => self.publish_scoped(stripe, key, value),
+            None => self.publish_scoped::<TABLE>(stripe, key, value),
         }
     }
 
@@ -154,16 +190,26 @@ where
     /// stripe. The scope drops after the send left (its drop only unmarks).
     #[cold]
     #[inline(never)]
-    fn publish_scoped(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
+    fn publish_scoped<const TABLE: bool>(
+        &self,
+        stripe: Stripe<'_>,
+        key: K,
+        value: V,
+    ) -> Result<(), SendError<K, V>> {
         let _scope = SendScope::enter(&*self.shared);
-        self.publish(stripe, key, value)
+        self.publish::<TABLE>(stripe, key, value)
     }
 
     /// Marks the send in flight, decides it against the state word, and
     /// publishes it: the cells (table and cell receivers), then the own-value
     /// receivers.
     #[inline(always)]
-    fn publish(&self, stripe: Stripe<'_>, key: K, value: V) -> Result<(), SendError<K, V>> {
+    fn publish<const TABLE: bool>(
+        &self,
+        stripe: Stripe<'_>,
+        key: K,
+        value: V,
+    ) -> Result<(), SendError<K, V>> {
         let shared = &*self.shared;
         // Enter, then load the state word: the Dekker pairing of "Sends in
         // flight" (`Stripe::enter` runs the light fence between the two).
@@ -210,9 +256,16 @@ where
                 if solo.in_table() {
                     // A table hub: the cells name the part's places, under
                     // the one shard lock the send takes.
-                    // SAFETY: in flight until `_in_flight` drops; `solo` is
-                    // the part this send loaded.
-                    unsafe { shared.cells.send_owned(hash, &key, value, solo) };
+                    if TABLE {
+                        // SAFETY: in flight until `_in_flight` drops; `solo`
+                        // is the part this send loaded.
+                        unsafe { shared.cells.send_owned(hash, &key, value, solo) };
+                    } else {
+                        // Not reached (only a table hub makes such a part,
+                        // and its sends take the other copy).
+                        // SAFETY: as above.
+                        unsafe { send_owned_out_of_line(shared, hash, &key, value, solo) };
+                    }
                 } else {
                     let sent = solo.send(hash, &key, value);
                     // The replaced value is user code's to drop: after the
