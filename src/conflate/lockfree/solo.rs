@@ -129,6 +129,23 @@ impl<K, V> Place<K, V> {
         self.hash.with(|p| unsafe { *p })
     }
 
+    /// Replaces the pending value with `value` and counts the send; returns
+    /// the value replaced.
+    ///
+    /// # Safety
+    /// The place is pending (its value initialized) and its taker's lock is
+    /// held: the key's shard lock, under which its position was found to
+    /// be the pusher's.
+    unsafe fn coalesce(&self, value: V) -> V {
+        // SAFETY: the caller's contract.
+        let old = self
+            .value
+            .with_mut(|p| unsafe { std::mem::replace((*p).assume_init_mut(), value) });
+        // SAFETY: as above.
+        self.sends.with_mut(|p| unsafe { *p += 1 });
+        old
+    }
+
     /// Moves the key, value and sends out.
     ///
     /// # Safety
@@ -688,13 +705,7 @@ impl<K: Clone, V> Solo<K, V> {
                 // SAFETY: the place is this key's (pending in this epoch)
                 // and its shard lock is held: no one else writes or takes
                 // it.
-                let place = unsafe { &*place };
-                let old = place
-                    .value
-                    // SAFETY: as above; the value is initialized (pending).
-                    .with_mut(|p| unsafe { std::mem::replace((*p).assume_init_mut(), value) });
-                // SAFETY: as above.
-                place.sends.with_mut(|p| unsafe { *p += 1 });
+                let old = unsafe { (*place).coalesce(value) };
                 Sent {
                     old: Some(old),
                     wake: false,
@@ -757,16 +768,10 @@ impl<K: Eq + Clone, V> Solo<K, V> {
                     // (freed only with the index cleared).
                     && unsafe { &*ix.place }.position.load(Ordering::Relaxed) == ix.position =>
             {
-                // SAFETY: as above.
-                let place = unsafe { &*ix.place };
                 // SAFETY: the place is this key's (position and epoch agree)
-                // and its shard lock is held: no one else writes or takes it.
-                let old = place
-                    .value
-                    // SAFETY: as above; the value is initialized (pending).
-                    .with_mut(|p| unsafe { std::mem::replace((*p).assume_init_mut(), value) });
-                // SAFETY: as above.
-                place.sends.with_mut(|p| unsafe { *p += 1 });
+                // and its shard lock is held: no one else writes or takes it;
+                // blocks outlive every index entry naming them.
+                let old = unsafe { (*ix.place).coalesce(value) };
                 Sent {
                     old: Some(old),
                     wake: false,
@@ -1252,8 +1257,14 @@ impl<K, V> Solo<K, V> {
             // The conversion's sends lock the cells' shards, which are this
             // part's: let them go, and keep the push lock until the mark
             // below (a pop that finds a place taken waits for it, and a cut
-            // checks the mark under it; no send runs meanwhile: the
-            // conversion holds them off, and a hard close shut them out).
+            // checks the mark under it). Those sends take a shard lock under
+            // the push lock, the reverse of a send's order (its shard, then
+            // the push lock to push), which cannot deadlock here: the
+            // conversion holds sends off, a hard close's `then` takes no
+            // lock, and the consumer never holds a shard lock while it waits
+            // for the push lock (`pending_head` lets its go first; its
+            // tear-down, which takes both, comes after its deregistration,
+            // which waits for the registrar's writer lock).
             guards.clear();
         }
         then(moved);

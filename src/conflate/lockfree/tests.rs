@@ -524,10 +524,37 @@ fn receivers_past_the_inline_marks_take_and_re_pend_exactly() {
 /// keep their law. Heap values, so miri sees every value dropped once.
 #[test]
 fn a_sole_receivers_entries_become_cells_in_first_touch_order() {
-    let hub: Hub<u32, String> = Hub::new();
+    sole_receivers_entries_become_cells(false);
+}
+
+/// The same for a `retain_latest` hub's sole plain receiver, whose places
+/// the cells name: the conversion finds them through the cells, sends them
+/// in with the table's values and first-touch order left as they were, and
+/// the table reads the latest value of every key throughout.
+#[test]
+fn a_table_hubs_sole_receivers_entries_become_cells_in_first_touch_order() {
+    sole_receivers_entries_become_cells(true);
+}
+
+fn sole_receivers_entries_become_cells(table: bool) {
+    let hub: Hub<u32, String> = if table {
+        Hub::builder().retain_latest().build()
+    } else {
+        Hub::new()
+    };
     let tx = hub.sender();
+    let n: u32 = match (cfg!(miri), table) {
+        (true, true) => 100,
+        (true, false) => 300,
+        _ => 3_000,
+    };
+    if table {
+        // Keys in the table before the receiver: their cells name no place.
+        for k in (0..n).rev() {
+            tx.send(k, "before".to_string()).unwrap();
+        }
+    }
     let mut first = hub.receiver();
-    let n: u32 = if cfg!(miri) { 300 } else { 3_000 };
     for round in 0..3u32 {
         for k in 0..n {
             tx.send(k + round * n, round.to_string()).unwrap();
@@ -539,7 +566,8 @@ fn a_sole_receivers_entries_become_cells_in_first_touch_order() {
         };
         assert_eq!(taken as u32, n, "round {round}");
     }
-    // Keys that come back (their index entries are stale), some twice.
+    // Keys that come back (their index entries, or their cells' names for
+    // their places, are stale), some twice.
     for k in 0..n {
         tx.send(k, format!("a{k}")).unwrap();
     }
@@ -564,80 +592,23 @@ fn a_sole_receivers_entries_become_cells_in_first_touch_order() {
             (format!("a{}", e.key), 1)
         };
         assert_eq!((&e.value, e.sends), (&value, sends), "key {}", e.key);
+        if table {
+            assert_eq!(hub.latest(&e.key), Some(value), "the table's value");
+        }
     }
     let late = second.try_recv().unwrap();
     assert_eq!((late.key, late.value.as_str(), late.sends), (n, "late", 1));
     assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
+    if table {
+        // The table's first-touch order: the keys as first sent.
+        let order: Vec<u32> = hub.snapshot().into_iter().map(|(k, _)| k).collect();
+        let want: Vec<u32> = (0..n).rev().chain(n..3 * n).collect();
+        assert_eq!(order, want);
+    }
     tx.send(7, "after".to_string()).unwrap();
     assert_eq!(first.try_recv().unwrap().key, 7);
     let s = first.stats();
     let sent = u64::from(4 * n + n / 2 + 2);
-    assert_eq!(
-        (s.received, s.folded, s.pending, s.dropped),
-        (sent, sent, 0, 0)
-    );
-}
-
-/// The same for a `retain_latest` hub's sole plain receiver, whose places
-/// the cells name: the conversion finds them through the cells, sends them
-/// in with the table's values and first-touch order left as they were, and
-/// the table reads the latest value of every key throughout.
-#[test]
-fn a_table_hubs_sole_receivers_entries_become_cells_in_first_touch_order() {
-    let hub: Hub<u32, String> = Hub::builder().retain_latest().build();
-    let tx = hub.sender();
-    let n: u32 = if cfg!(miri) { 100 } else { 3_000 };
-    // Keys in the table before the receiver: their cells name no place.
-    for k in (0..n).rev() {
-        tx.send(k, "before".to_string()).unwrap();
-    }
-    let mut first = hub.receiver();
-    for round in 0..2u32 {
-        for k in 0..n {
-            tx.send(k, round.to_string()).unwrap();
-        }
-        let taken = if round == 1 {
-            std::iter::from_fn(|| first.try_recv().ok()).count()
-        } else {
-            first.try_recv_all().unwrap().len()
-        };
-        assert_eq!(taken as u32, n, "round {round}");
-    }
-    for k in 0..n {
-        tx.send(k, format!("a{k}")).unwrap();
-    }
-    for k in 0..n / 2 {
-        tx.send(k, format!("b{k}")).unwrap();
-    }
-    assert_eq!(first.len() as u32, n);
-    let popped = first.try_recv().unwrap();
-    assert_eq!(
-        (popped.key, popped.value.as_str(), popped.sends),
-        (0, "b0", 2)
-    );
-    let mut second = hub.receiver();
-    tx.send(n, "late".to_string()).unwrap();
-    let batch = first.try_recv_all().unwrap();
-    let keys: Vec<u32> = batch.iter().map(|e| e.key).collect();
-    assert_eq!(keys, (1..=n).collect::<Vec<_>>(), "first-touch order");
-    for e in &batch[..batch.len() - 1] {
-        let (value, sends) = if e.key < n / 2 {
-            (format!("b{}", e.key), 2)
-        } else {
-            (format!("a{}", e.key), 1)
-        };
-        assert_eq!((&e.value, e.sends), (&value, sends), "key {}", e.key);
-        assert_eq!(hub.latest(&e.key), Some(value), "the table's value");
-    }
-    let late = second.try_recv().unwrap();
-    assert_eq!((late.key, late.value.as_str(), late.sends), (n, "late", 1));
-    assert_eq!(second.try_recv(), Err(TryRecvError::Empty));
-    // The table's first-touch order: the keys as first sent, `n` last.
-    let table: Vec<u32> = hub.snapshot().into_iter().map(|(k, _)| k).collect();
-    let order: Vec<u32> = (0..n).rev().chain([n]).collect();
-    assert_eq!(table, order);
-    let s = first.stats();
-    let sent = u64::from(3 * n + n / 2 + 1);
     assert_eq!(
         (s.received, s.folded, s.pending, s.dropped),
         (sent, sent, 0, 0)
