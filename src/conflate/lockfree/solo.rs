@@ -1210,6 +1210,14 @@ impl<K, V> Solo<K, V> {
         let push = self.push.lock.lock();
         // SAFETY: the push lock is held.
         let t = unsafe { self.tail(&push) };
+        if t.block.is_null() {
+            // The consumer tore the part down (`tear_down`: its receiver
+            // closed, also after a hard close that left the hub holding
+            // the part): nothing is pending, and in a table hub the cells
+            // still name places of the freed blocks, which must not be
+            // followed. (A second `Hub::close_now` comes here.)
+            return;
+        }
         let mut found = Vec::new();
         for (s, (shard, guard)) in self.shards.iter().zip(&guards).enumerate() {
             // SAFETY: the lock is held.

@@ -641,6 +641,29 @@ fn a_table_hubs_next_sole_receiver_never_follows_the_last_ones_places() {
     assert_eq!(hub.latest(&1).as_deref(), Some("b"));
 }
 
+/// A second `Hub::close_now` after the sole receiver of a `retain_latest`
+/// hub let go of its part (its receive after the first close tore the part
+/// down and freed its blocks): the hub still holds the part, and the cells
+/// still name its places, which the second close must not follow (under
+/// miri, a read of a freed block fails; CI's differential run once ended on
+/// such a read with SIGSEGV).
+#[test]
+fn a_second_hard_close_after_the_table_hubs_sole_receiver_let_go() {
+    let hub: Hub<u32, String> = Hub::builder().retain_latest().build();
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    for k in 0..3 {
+        tx.send(k, format!("v{k}")).unwrap();
+    }
+    hub.close_now();
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+    hub.close_now();
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+    let s = rx.stats();
+    assert_eq!((s.received, s.dropped, s.pending), (3, 3, 0), "{s:?}");
+    assert_eq!(hub.latest(&1).as_deref(), Some("v1"));
+}
+
 /// The sole receiver's values go when it closes, and when the hub closes
 /// hard, also with a send racing the close; the stats count them dropped.
 #[test]
