@@ -10,9 +10,9 @@
 //! the cells' shard locks are the part's (docs/design.md, "In a table
 //! hub"). A coalescing send writes the place under the key's
 //! shard lock; a pop marks its place taken under that lock (the index goes
-//! stale without being touched); a cut moves the epoch, locks and releases
-//! each shard its batch names, and reads its places in order, touching
-//! nothing shared. A second plain receiver converts the entries into the
+//! stale without being touched); a cut moves the epoch, waits until the
+//! lock of each shard its batch names reads free (`SpinLock::wait_free`),
+//! and reads its places in order, touching nothing shared. A second plain receiver converts the entries into the
 //! hub's cells (`Solo::convert`), and the receiver goes on as a cell
 //! receiver.
 
