@@ -316,6 +316,12 @@ pub(crate) struct Solo<K, V> {
     /// the part's lockers are sends in flight, the registrar and the
     /// consumer, which all hold the hub; its drop takes no lock.
     cells: *const Cells<K, V>,
+    /// Shard `s`'s lock (`Solo::shard_lock`): the part's own or the cells',
+    /// found once here so that a cut's barrier reads one pointer per shard
+    /// (docs/performance.md, "session twenty-nine"). Each points into
+    /// `shards` (on the heap, owned) or into the cells, which outlive every
+    /// locker.
+    locks: [*const SpinLock; SHARDS],
     /// This part's number in its hub (`Owned::part`), from 1.
     part: u64,
     /// The cut epoch, read by every send under its shard lock.
@@ -385,21 +391,31 @@ impl<K, V> Solo<K, V> {
 
     fn with_locks(rx: Arc<CellRx>, cells: *const Cells<K, V>, part: u64) -> Self {
         let first = new_block();
+        let shards: Box<[CachePadded<Shard<K, V>>]> = (0..SHARDS)
+            .map(|_| {
+                CachePadded::new(Shard {
+                    lock: SpinLock::new(),
+                    data: UnsafeCell::new(ShardData {
+                        index: HashTable::new(),
+                        open: true,
+                    }),
+                    received: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        let locks = std::array::from_fn(|s| -> *const SpinLock {
+            if cells.is_null() {
+                &shards[s].lock
+            } else {
+                // SAFETY: the caller of `for_table` keeps the cells alive.
+                unsafe { &*cells }.spin_lock(s)
+            }
+        });
         Solo {
             cells,
+            locks,
             part,
-            shards: (0..SHARDS)
-                .map(|_| {
-                    CachePadded::new(Shard {
-                        lock: SpinLock::new(),
-                        data: UnsafeCell::new(ShardData {
-                            index: HashTable::new(),
-                            open: true,
-                        }),
-                        received: AtomicU64::new(0),
-                    })
-                })
-                .collect(),
+            shards,
             epoch: CachePadded::new(AtomicU32::new(0)),
             push: CachePadded::new(PushSide {
                 lock: SpinLock::new(),
@@ -453,12 +469,10 @@ impl<K, V> Solo<K, V> {
     /// of the same shard.
     #[inline]
     fn shard_lock(&self, s: usize) -> &SpinLock {
-        if self.cells.is_null() {
-            &self.shards[s].lock
-        } else {
-            // SAFETY: the cells outlive every locker (`Solo::for_table`).
-            unsafe { &*self.cells }.spin_lock(s)
-        }
+        // SAFETY: the pointer names the part's own lock, in `shards`, which
+        // lives as long as `self`, or the cells' lock of shard `s`, and the
+        // cells outlive every locker (`Solo::for_table`).
+        unsafe { &*self.locks[s] }
     }
 
     /// Locks shard `s` of the part ([`Solo::shard_lock`]).
@@ -1000,6 +1014,13 @@ impl<K, V> Solo<K, V> {
             self.shard_lock(s).wait_free();
         }
         out.reserve(batch);
+        // The events are written into the room just reserved and counted
+        // into the vector's length once, after the loop: a `push` per entry
+        // tested the capacity and stored the length each time. Nothing in
+        // the loop can unwind (no user code runs), so no event written is
+        // left uncounted.
+        let room = out.spare_capacity_mut();
+        let mut written = 0;
         let mut sends = 0;
         loop {
             if h.idx == BLOCK {
@@ -1028,10 +1049,16 @@ impl<K, V> Solo<K, V> {
                 // the consumer has passed it.
                 p.position.store(EMPTY, Ordering::Relaxed);
                 sends += n;
-                out.push(Event::new(key, value, n));
+                room[written].write(Event::new(key, value, n));
+                written += 1;
             }
             h.idx = end;
         }
+        debug_assert_eq!(written, batch);
+        // SAFETY: the first `written` slots past the length were written
+        // just above (`room` is the vector's spare capacity, which `reserve`
+        // made at least `batch` long).
+        unsafe { out.set_len(out.len() + written) };
         h.peak = h.peak.max(batch as u64);
         // `popped` already says so (above).
         h.position += batch as u64;
