@@ -316,12 +316,12 @@ pub(crate) struct Solo<K, V> {
     /// the part's lockers are sends in flight, the registrar and the
     /// consumer, which all hold the hub; its drop takes no lock.
     cells: *const Cells<K, V>,
-    /// Shard `s`'s lock (`Solo::shard_lock`): the part's own or the cells',
+    /// In a table hub, shard `s`'s lock of the cells (`Solo::shard_lock`),
     /// found once here so that a cut's barrier reads one pointer per shard
-    /// (docs/performance.md, "session twenty-nine"). Each points into
-    /// `shards` (on the heap, owned) or into the cells, which outlive every
-    /// locker.
-    locks: [*const SpinLock; SHARDS],
+    /// (docs/performance.md, "session twenty-nine"); the cells outlive every
+    /// locker. Null otherwise (pointers into `shards` would not do: moving
+    /// the part moves its box, which asserts it is the one way to them).
+    cell_locks: [*const SpinLock; SHARDS],
     /// This part's number in its hub (`Owned::part`), from 1.
     part: u64,
     /// The cut epoch, read by every send under its shard lock.
@@ -403,9 +403,9 @@ impl<K, V> Solo<K, V> {
                 })
             })
             .collect();
-        let locks = std::array::from_fn(|s| -> *const SpinLock {
+        let cell_locks = std::array::from_fn(|s| -> *const SpinLock {
             if cells.is_null() {
-                &shards[s].lock
+                ptr::null()
             } else {
                 // SAFETY: the caller of `for_table` keeps the cells alive.
                 unsafe { &*cells }.spin_lock(s)
@@ -413,7 +413,7 @@ impl<K, V> Solo<K, V> {
         });
         Solo {
             cells,
-            locks,
+            cell_locks,
             part,
             shards,
             epoch: CachePadded::new(AtomicU32::new(0)),
@@ -469,10 +469,13 @@ impl<K, V> Solo<K, V> {
     /// of the same shard.
     #[inline]
     fn shard_lock(&self, s: usize) -> &SpinLock {
-        // SAFETY: the pointer names the part's own lock, in `shards`, which
-        // lives as long as `self`, or the cells' lock of shard `s`, and the
-        // cells outlive every locker (`Solo::for_table`).
-        unsafe { &*self.locks[s] }
+        if self.cells.is_null() {
+            &self.shards[s].lock
+        } else {
+            // SAFETY: the cells' lock of shard `s` (a table part's), and the
+            // cells outlive every locker (`Solo::for_table`).
+            unsafe { &*self.cell_locks[s] }
+        }
     }
 
     /// Locks shard `s` of the part ([`Solo::shard_lock`]).
