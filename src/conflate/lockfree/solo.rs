@@ -67,25 +67,27 @@ fn table_hash(low: u32) -> u64 {
     u64::from(low).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-/// What a place keeps of its key's hash: the low 32 bits and the shard, all
-/// that the index, the shards and the cells read of it.
+/// What a place keeps of its key's hash: the low 32 bits and the shard's
+/// bits (40 and up, `shard_of`), all that the index, the shards and the
+/// cells read of it, in one word (a push writes it with one store).
 #[derive(Clone, Copy)]
-struct Hashed {
-    low: u32,
-    shard: u8,
-}
+struct Hashed(u64);
 
 impl Hashed {
+    /// The bits kept: the low 32 and the shard's.
+    const KEPT: u64 = (SHARDS as u64 - 1) << 40 | 0xFFFF_FFFF;
+
     fn of(hash: u64) -> Self {
-        Hashed {
-            low: hash as u32,
-            shard: shard_of(hash) as u8,
-        }
+        Hashed(hash & Self::KEPT)
+    }
+
+    fn shard(self) -> usize {
+        shard_of(self.0)
     }
 
     /// A hash with the same low bits and shard as the hub's.
     fn hash(self) -> u64 {
-        u64::from(self.shard) << 40 | u64::from(self.low)
+        self.0
     }
 }
 
@@ -110,7 +112,7 @@ impl<K, V> Place<K, V> {
         Place {
             position: AtomicU64::new(EMPTY),
             sends: UnsafeCell::new(0),
-            hash: UnsafeCell::new(Hashed { low: 0, shard: 0 }),
+            hash: UnsafeCell::new(Hashed(0)),
             key: UnsafeCell::new(MaybeUninit::uninit()),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
@@ -214,7 +216,6 @@ struct Tail<K, V> {
     idx: usize,
     /// The cut epoch (the atomic `Solo::epoch` mirrors it).
     epoch: u32,
-    next_position: u64,
     /// The consumer is about to park: the next push wakes it.
     parked: bool,
     /// The entries became cells (`Solo::convert`).
@@ -340,7 +341,8 @@ pub(crate) struct Solo<K, V> {
 struct PushSide<K, V> {
     lock: SpinLock,
     tail: UnsafeCell<Tail<K, V>>,
-    /// Positions pushed so far (written under the push lock).
+    /// Positions pushed so far: the next push's position (written under
+    /// the push lock, the one count of it: a push stores it once).
     pushed: AtomicU64,
 }
 
@@ -423,7 +425,6 @@ impl<K, V> Solo<K, V> {
                     block: first,
                     idx: 0,
                     epoch: 0,
-                    next_position: 0,
                     parked: false,
                     converted: false,
                     shut: false,
@@ -573,7 +574,8 @@ impl<K, V> Solo<K, V> {
         // only by `free_blocks`, after which no send reaches a push).
         let block = unsafe { &*t.block };
         let place = &block.places[t.idx];
-        let position = t.next_position;
+        // Relaxed: written only under the push lock, which this holds.
+        let position = self.push.pushed.load(Ordering::Relaxed);
         // The place at the tail is the pusher's alone (claimed under the
         // push lock, not ready, so no consumer reads it, and no index entry
         // matches its next position yet); its old contents were taken (a
@@ -594,7 +596,6 @@ impl<K, V> Solo<K, V> {
         if t.idx == BLOCK {
             Self::next_block(t, block);
         }
-        t.next_position = position + 1;
         // Relaxed: a count for `len` and the stats; the places are published
         // by their positions.
         self.push.pushed.store(position + 1, Ordering::Relaxed);
@@ -906,7 +907,7 @@ impl<K, V> Solo<K, V> {
             return None;
         }
         // SAFETY: ready.
-        let shard = usize::from(unsafe { place.hash() }.shard);
+        let shard = unsafe { place.hash() }.shard();
         let guard = self.lock_shard(shard);
         // Relaxed: written under this lock. Only the conversion or a hard
         // close marks a place the consumer has not passed; either one did
@@ -990,7 +991,8 @@ impl<K, V> Solo<K, V> {
             // The batch is taken as of this instant: `len` stops counting
             // it now, so a key sent again while the cut runs counts once
             // (Release: as in `advance`).
-            self.take.popped.store(t.next_position, Ordering::Release);
+            // Relaxed load: written only under the push lock, held here.
+            self.take.popped.store(self.push.pushed.load(Ordering::Relaxed), Ordering::Release);
             (t.block, t.idx)
         };
         let batch = self.batch_len(h, end_block, end_idx);
@@ -1008,7 +1010,7 @@ impl<K, V> Solo<K, V> {
             self.for_each_place(h, end_block, end_idx, |p| {
                 // SAFETY: places before the tail are written (the push lock
                 // ordered their pushes before this cut).
-                named |= 1 << unsafe { p.hash() }.shard;
+                named |= 1 << unsafe { p.hash() }.shard();
             });
         }
         while named != 0 {

@@ -102,7 +102,14 @@ impl<K, V> CellData<K, V> {
 
     /// Stores `value`, returning the one it replaces.
     pub(crate) fn replace_value(&mut self, value: V) -> Option<V> {
-        let old = self.take_value();
+        // The flag is left set, not cleared and set again: one store of
+        // the word on every table send. Nothing between the read and the
+        // write can unwind (no user code runs).
+        let old = self.meta.has(Meta::HAS_VALUE).then(|| {
+            // SAFETY: it was initialized (`HAS_VALUE`), and it is read out
+            // once: overwritten just below.
+            unsafe { self.value.assume_init_read() }
+        });
         self.value.write(value);
         self.meta.set(Meta::HAS_VALUE, true);
         old
