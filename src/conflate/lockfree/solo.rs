@@ -992,7 +992,9 @@ impl<K, V> Solo<K, V> {
             // it now, so a key sent again while the cut runs counts once
             // (Release: as in `advance`).
             // Relaxed load: written only under the push lock, held here.
-            self.take.popped.store(self.push.pushed.load(Ordering::Relaxed), Ordering::Release);
+            self.take
+                .popped
+                .store(self.push.pushed.load(Ordering::Relaxed), Ordering::Release);
             (t.block, t.idx)
         };
         let batch = self.batch_len(h, end_block, end_idx);
