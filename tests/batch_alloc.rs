@@ -42,7 +42,18 @@ mod conflate {
     /// Appends after what `out` holds, returns how many, and answers
     /// `Empty` / `Closed` with `out` untouched, like `try_recv_all`.
     pub fn try_recv_all_into_appends_the_batch_and_keeps_out_on_errors<I: Conflate>() {
-        let hub = Hub::<I, u64, u64>::new();
+        appends_the_batch_and_keeps_out_on_errors::<I>(Hub::<I, u64, u64>::new());
+    }
+
+    /// The same with a state table (`keybus::conflate` keeps a table hub's
+    /// sole receiver's values in places its cells name).
+    pub fn try_recv_all_into_appends_the_batch_on_a_table_hub<I: Conflate>() {
+        appends_the_batch_and_keeps_out_on_errors::<I>(
+            Hub::<I, u64, u64>::builder().retain_latest().build(),
+        );
+    }
+
+    fn appends_the_batch_and_keeps_out_on_errors<I: Conflate>(hub: Hub<I, u64, u64>) {
         let tx = hub.sender();
         let mut rx = hub.receiver();
         tx.send(99, 99).unwrap();
@@ -180,6 +191,7 @@ mod conflate {
 keybus_test_support::tests_for! {
     crate::conflate for baseline = conflate_api::Baseline, lockfree = conflate_api::Lockfree => {
         try_recv_all_into_appends_the_batch_and_keeps_out_on_errors,
+        try_recv_all_into_appends_the_batch_on_a_table_hub,
         a_panicking_clone_leaves_out_as_it_was,
         try_recv_all_returns_what_try_recv_all_into_appends,
         warm_try_recv_all_into_allocates_nothing,
