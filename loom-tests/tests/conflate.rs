@@ -1087,3 +1087,74 @@ fn registry_compaction_vs_send() {
         assert_eq!(hub.stats().receivers, 1);
     });
 }
+
+/// docs/design.md, "One lock while one thread sends": a `retain_latest`
+/// hub's cells start with one lock for every shard and the sole receiver's
+/// push side, owned by the first thread that sends. Here a thread sends `a`
+/// while the receiver's thread sends `b` and then cuts: whichever sends
+/// second splits the cells for good, under the one lock, possibly while the
+/// other's send or cut waits for it or holds it. Every send is delivered
+/// once, by value, and the table holds both.
+///
+/// Rule: conflate 5 and 6, the state table. Trap: a holder that read the
+/// cells merged and keeps the one lock after the split (the push side then
+/// has two holders); a split not published to the holders of the other
+/// locks. Mutant: s16, s17 (`.ci/mutants`).
+#[test]
+fn a_second_sending_thread_splits_the_merged_cells_table() {
+    loom::model(|| {
+        let (a, b) = two_shard_keys();
+        let hub = table_hub();
+        let mut rx = hub.receiver();
+        let tx = hub.sender();
+        let other = tx.clone();
+        let sender = thread::spawn(move || other.send(a, 1).unwrap());
+        tx.send(b, 2).unwrap();
+        let mut got = cut(&mut rx);
+        sender.join().unwrap();
+        got.extend(cut(&mut rx));
+        got.sort_unstable();
+        let mut want = vec![(a, 1, 1), (b, 2, 1)];
+        want.sort_unstable();
+        assert_eq!(got, want, "each send delivered once");
+        let mut table = hub.snapshot();
+        table.sort_unstable();
+        let mut want = vec![(a, 1), (b, 2)];
+        want.sort_unstable();
+        assert_eq!(table, want, "the table");
+    });
+}
+
+/// The same split seen by a third party: two threads send to a
+/// `retain_latest` hub with no receiver (the table alone) while the table is
+/// read. The reader may find the cells split by a thread other than the
+/// one whose merged send wrote the key it reads: it must still see that
+/// write (the split's Release, its Acquire).
+///
+/// Three threads: explored at one preemption whatever `LOOM_MAX_PREEMPTIONS`
+/// says (at two it runs for many minutes). One suffices for the order that
+/// matters, the two sends before the read, each send whole.
+///
+/// Rule: the state table. Trap: a reader that saw the split takes its own
+/// shard's lock without the merged holder's writes ordered before it.
+/// Mutant: s17 (`.ci/mutants`).
+#[test]
+fn a_split_by_another_thread_orders_the_merged_writes_before_a_reader_table() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(1);
+    model.check(|| {
+        let (a, b) = two_shard_keys();
+        let hub = table_hub();
+        let tx1 = hub.sender();
+        let tx2 = tx1.clone();
+        let first = thread::spawn(move || tx1.send(a, 1).unwrap());
+        let second = thread::spawn(move || tx2.send(b, 2).unwrap());
+        // Without this, loom explores the read mostly before the sends.
+        thread::yield_now();
+        let seen = hub.latest(&a);
+        assert!(seen.is_none() || seen == Some(1), "{seen:?}");
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!((hub.latest(&a), hub.latest(&b)), (Some(1), Some(2)));
+    });
+}

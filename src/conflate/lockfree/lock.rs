@@ -36,19 +36,12 @@ impl SpinLock {
         SpinGuard(self)
     }
 
-    /// Acquires without a guard; [`SpinLock::unlock_raw`] releases. For a
-    /// holder whose lock outlives one scope (a cut's current shard, see
+    /// Releases a lock whose guard was forgotten (a cut's current shard,
     /// `cells/cut.rs`).
-    #[inline]
-    pub(crate) fn lock_raw(&self) {
-        std::mem::forget(self.lock());
-    }
-
-    /// Releases a lock taken with [`SpinLock::lock_raw`].
     ///
     /// # Safety
-    /// The caller holds the lock (took it with `lock_raw` and has not released
-    /// it).
+    /// The caller holds the lock (forgot the guard of its `lock` and has not
+    /// released it).
     #[inline]
     pub(crate) unsafe fn unlock_raw(&self) {
         // Release: as in `SpinGuard::drop`.

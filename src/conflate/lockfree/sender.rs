@@ -77,7 +77,7 @@ where
 /// The caller is a send in flight until this returns (`Cells::send` wakes the
 /// receivers it names before it returns).
 #[inline(always)]
-unsafe fn send_to_cells<K, V>(shared: &Shared<K, V>, hash: u64, key: &K, value: V)
+unsafe fn send_to_cells<K, V>(shared: &Shared<K, V>, hash: u64, key: &K, value: V, who: usize)
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     V: Clone + Send + 'static,
@@ -85,9 +85,15 @@ where
     let tombstone = shared.tombstones.is(&value);
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        shared
-            .cells
-            .send(hash, key, value, tombstone, &shared.registry, &shared.clock)
+        shared.cells.send(
+            hash,
+            key,
+            value,
+            tombstone,
+            &shared.registry,
+            &shared.clock,
+            who,
+        )
     };
 }
 
@@ -104,12 +110,13 @@ unsafe fn send_owned_out_of_line<K, V>(
     key: &K,
     value: V,
     solo: &super::solo::Solo<K, V>,
+    who: usize,
 ) where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     V: Clone + Send + 'static,
 {
     // SAFETY: the caller's contract, passed on.
-    unsafe { shared.cells.send_owned(hash, key, value, solo) };
+    unsafe { shared.cells.send_owned(hash, key, value, solo, who) };
 }
 
 impl<K, V> Sender<K, V>
@@ -238,7 +245,7 @@ where
             // is counted in the word it loaded; the cells still read their
             // own list after the clock).
             // SAFETY: in flight until `_in_flight` drops.
-            unsafe { send_to_cells(shared, hash, &key, value) };
+            unsafe { send_to_cells(shared, hash, &key, value, stripe.identity()) };
             return Ok(());
         }
         // SAFETY: this send is in flight until `_in_flight` drops, after the
@@ -259,12 +266,25 @@ where
                     if TABLE {
                         // SAFETY: in flight until `_in_flight` drops; `solo`
                         // is the part this send loaded.
-                        unsafe { shared.cells.send_owned(hash, &key, value, solo) };
+                        unsafe {
+                            shared
+                                .cells
+                                .send_owned(hash, &key, value, solo, stripe.identity())
+                        };
                     } else {
                         // Not reached (only a table hub makes such a part,
                         // and its sends take the other copy).
                         // SAFETY: as above.
-                        unsafe { send_owned_out_of_line(shared, hash, &key, value, solo) };
+                        unsafe {
+                            send_owned_out_of_line(
+                                shared,
+                                hash,
+                                &key,
+                                value,
+                                solo,
+                                stripe.identity(),
+                            )
+                        };
                     }
                 } else {
                     let sent = solo.send(hash, &key, value);
@@ -285,11 +305,11 @@ where
             if own.is_empty() {
                 // The common case: the cells take the value by move.
                 // SAFETY: in flight until `_in_flight` drops.
-                unsafe { send_to_cells(shared, hash, &key, value) };
+                unsafe { send_to_cells(shared, hash, &key, value, stripe.identity()) };
                 return Ok(());
             }
             // SAFETY: as above.
-            unsafe { send_to_cells(shared, hash, &key, value.clone()) };
+            unsafe { send_to_cells(shared, hash, &key, value.clone(), stripe.identity()) };
         }
         if !own.is_empty() {
             deliver_own(&own, hash, &key, value);

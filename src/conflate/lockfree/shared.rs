@@ -388,6 +388,13 @@ impl<K, V> Shared<K, V> {
             w.solo = Some(solo.clone());
             sole = Some(solo);
         }
+        if sole.is_none() {
+            // A cell receiver the cells serve (a second plain receiver, a
+            // snapshot one, one of a table with tombstones): their pops and
+            // cuts take the shard locks one by one, so the cells' one lock
+            // while one thread sends ends here, for good.
+            self.cells.split();
+        }
         let converting = sole.is_none() && w.solo.is_some();
         // A table hub's sends with no receiver counted go to the cells and
         // read their list of cell receivers, which names this one from
@@ -442,8 +449,15 @@ impl<K, V> Shared<K, V> {
                         // SAFETY: the writer lock is held: the registry's
                         // cell list does not change meanwhile.
                         unsafe {
-                            self.cells
-                                .send(hash, &key, value, false, &self.registry, &self.clock)
+                            self.cells.send(
+                                hash,
+                                &key,
+                                value,
+                                false,
+                                &self.registry,
+                                &self.clock,
+                                0,
+                            )
                         };
                         self.cells.credit(hash, &key, sends - 1);
                     }));

@@ -479,10 +479,47 @@ impl<K, V> Solo<K, V> {
         }
     }
 
-    /// Locks shard `s` of the part ([`Solo::shard_lock`]).
+    /// Locks `own` (a shard's lock or the push lock), or in a table hub
+    /// whose cells are merged their one lock, which then stands for both
+    /// (`Cells::lock_or`). Returns whether they are merged.
+    #[inline]
+    fn lock_or<'a>(&'a self, own: &'a SpinLock) -> (SpinGuard<'a>, bool) {
+        if self.cells.is_null() {
+            (own.lock(), false)
+        } else {
+            // SAFETY: a table part's cells outlive every locker
+            // (`Solo::for_table`).
+            unsafe { &*self.cells }.lock_or(own)
+        }
+    }
+
+    /// Locks shard `s` of the part ([`Solo::shard_lock`], through
+    /// [`Solo::lock_or`]).
     #[inline]
     fn lock_shard(&self, s: usize) -> SpinGuard<'_> {
-        self.shard_lock(s).lock()
+        self.lock_or(self.shard_lock(s)).0
+    }
+
+    /// Locks the push side (through [`Solo::lock_or`]); returns whether
+    /// that took the cells' merged lock.
+    #[inline]
+    fn lock_push(&self) -> (SpinGuard<'_>, bool) {
+        self.lock_or(&self.push.lock)
+    }
+
+    /// Every shard lock and the push lock, in that order (through
+    /// [`Solo::lock_or`]: the one lock while the cells are merged). The
+    /// guards hold the shards (all of them, the first one, while merged);
+    /// the last guard holds the push side.
+    fn lock_everything(&self) -> (Vec<SpinGuard<'_>>, Option<SpinGuard<'_>>) {
+        let (first, merged) = self.lock_or(self.shard_lock(0));
+        if merged {
+            return (vec![first], None);
+        }
+        // Not merged: for good (the split is), so each lock is its own.
+        let mut guards = vec![first];
+        guards.extend((1..SHARDS).map(|s| self.shard_lock(s).lock()));
+        (guards, Some(self.push.lock.lock()))
     }
 
     /// The cut epoch, for a send holding its key's shard lock. SeqCst, after
@@ -528,6 +565,18 @@ impl<K, V> Solo<K, V> {
     #[allow(clippy::mut_from_ref)]
     unsafe fn tail<'a>(&'a self, _held: &SpinGuard<'a>) -> &'a mut Tail<K, V> {
         // SAFETY: the caller's contract.
+        unsafe { self.tail_held() }
+    }
+
+    /// [`Solo::tail`] for a caller that holds the push side some other way
+    /// (the cells' merged lock, under which a table hub's send pushes).
+    ///
+    /// # Safety
+    /// As [`Solo::tail`].
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn tail_held(&self) -> &mut Tail<K, V> {
+        // SAFETY: the caller's contract.
         self.push.tail.with_mut(|p| unsafe { &mut *p })
     }
 
@@ -566,10 +615,19 @@ impl<K, V> Solo<K, V> {
     /// the stores to reach the cache: about 5 ns of a 24 ns send
     /// (docs/performance.md, "session twenty-seven").
     #[inline(always)]
-    fn push(&self, hash: u64, key: K, value: V) -> (*const Place<K, V>, u64, u32, bool) {
-        let guard = self.push.lock.lock();
-        // SAFETY: the push lock is held.
-        let t = unsafe { self.tail(&guard) };
+    fn push(
+        &self,
+        hash: u64,
+        key: K,
+        value: V,
+        merged: bool,
+    ) -> (*const Place<K, V>, u64, u32, bool) {
+        // While the cells are merged, their lock, which the caller holds,
+        // is the push lock too (`Cells::lock_or`).
+        let _guard = (!merged).then(|| self.push.lock.lock());
+        // SAFETY: the push lock is held, or the merged lock that stands for
+        // it.
+        let t = unsafe { self.tail_held() };
         // SAFETY: `t.block` is a live block of this queue (blocks are freed
         // only by `free_blocks`, after which no send reaches a push).
         let block = unsafe { &*t.block };
@@ -655,7 +713,7 @@ impl<K, V> Solo<K, V> {
 
     /// Announces that the consumer is about to park: the next push wakes it.
     pub(crate) fn arm(&self) {
-        let guard = self.push.lock.lock();
+        let (guard, _) = self.lock_push();
         // SAFETY: the push lock is held.
         unsafe { self.tail(&guard) }.parked = true;
     }
@@ -689,8 +747,8 @@ impl<K: Clone, V> Solo<K, V> {
     ///
     /// # Safety
     /// The caller holds the cells' lock of the key's shard (this part's),
-    /// `owned` is the key's reference in its cell, and the part is a table
-    /// hub's.
+    /// or their merged lock if `merged` (`Cells::lock_or`), `owned` is the
+    /// key's reference in its cell, and the part is a table hub's.
     #[inline(always)]
     pub(crate) unsafe fn send_held(
         &self,
@@ -698,6 +756,7 @@ impl<K: Clone, V> Solo<K, V> {
         key: &K,
         value: V,
         owned: &mut Owned,
+        merged: bool,
     ) -> Sent<V> {
         debug_assert!(self.in_table());
         // Relaxed: as in `send`.
@@ -730,7 +789,7 @@ impl<K: Clone, V> Solo<K, V> {
                 }
             }
             None => {
-                let (place, position, epoch, wake) = self.push(hash, key.clone(), value);
+                let (place, position, epoch, wake) = self.push(hash, key.clone(), value, merged);
                 *owned = Owned {
                     part: self.part,
                     place: place.cast(),
@@ -796,7 +855,7 @@ impl<K: Eq + Clone, V> Solo<K, V> {
                 }
             }
             Some(ix) => {
-                let (place, position, epoch, wake) = self.push(hash, key.clone(), value);
+                let (place, position, epoch, wake) = self.push(hash, key.clone(), value, false);
                 ix.place = place;
                 ix.position = position;
                 ix.epoch = epoch;
@@ -804,7 +863,7 @@ impl<K: Eq + Clone, V> Solo<K, V> {
             }
             None => {
                 let (indexed, queued) = (key.clone(), key.clone());
-                let (place, position, epoch, wake) = self.push(hash, queued, value);
+                let (place, position, epoch, wake) = self.push(hash, queued, value, false);
                 data.index.insert_unique(
                     table_hash(hash as u32),
                     Ix {
@@ -858,7 +917,7 @@ impl<K, V> Solo<K, V> {
                 .next
                 .store(ptr::null_mut(), Ordering::Relaxed);
         }
-        let guard = self.push.lock.lock();
+        let (guard, _) = self.lock_push();
         // SAFETY: the push lock is held.
         unsafe { self.tail(&guard) }.free.append(&mut h.spent);
     }
@@ -918,7 +977,7 @@ impl<K, V> Solo<K, V> {
             // send into the cells): wait for it, so that `empty` reads the
             // mark.
             drop(guard);
-            drop(self.push.lock.lock());
+            drop(self.lock_push());
             return None;
         }
         Some((place, guard))
@@ -956,6 +1015,28 @@ impl<K: Clone, V: Clone> Solo<K, V> {
 }
 
 impl<K, V> Solo<K, V> {
+    /// The cut's barrier (see `cut_into`): a SeqCst fence, then each lock
+    /// of a shard the batch up to (`end_block`, `end_idx`) names, read until
+    /// it is free; every shard's for a batch of more than `SHARDS`.
+    #[inline]
+    fn barrier(&self, h: &Head<K, V>, batch: usize, end_block: *mut Block<K, V>, end_idx: usize) {
+        crate::sync::fence(Ordering::SeqCst);
+        let mut named: u32 = u32::MAX;
+        if batch <= SHARDS {
+            named = 0;
+            self.for_each_place(h, end_block, end_idx, |p| {
+                // SAFETY: places before the tail are written (the push lock
+                // ordered their pushes before this cut).
+                named |= 1 << unsafe { p.hash() }.shard();
+            });
+        }
+        while named != 0 {
+            let s = named.trailing_zeros() as usize;
+            named &= named - 1;
+            self.shard_lock(s).wait_free();
+        }
+    }
+
     /// Everything pending as of one instant, in first-touch order, appended
     /// to `out`: the epoch's move under the push lock is the instant.
     /// Returns the events and their sends. Consumer only.
@@ -965,8 +1046,8 @@ impl<K, V> Solo<K, V> {
         if h.gone {
             return Took::Empty;
         }
-        let (end_block, end_idx) = {
-            let guard = self.push.lock.lock();
+        let (end_block, end_idx, merged) = {
+            let (guard, merged) = self.lock_push();
             // SAFETY: the push lock is held.
             let t = unsafe { self.tail(&guard) };
             if t.converted {
@@ -995,7 +1076,7 @@ impl<K, V> Solo<K, V> {
             self.take
                 .popped
                 .store(self.push.pushed.load(Ordering::Relaxed), Ordering::Release);
-            (t.block, t.idx)
+            (t.block, t.idx, merged)
         };
         let batch = self.batch_len(h, end_block, end_idx);
         // The barrier: every send that read the old epoch under a shard the
@@ -1005,20 +1086,14 @@ impl<K, V> Solo<K, V> {
         // shards; a large one, all of them (no extra pass over it). Reading
         // the locks, not taking them: 28 locked instructions fewer for a
         // batch of 64 keys (docs/performance.md, "session twenty-eight").
-        crate::sync::fence(Ordering::SeqCst);
-        let mut named: u32 = u32::MAX;
-        if batch <= SHARDS {
-            named = 0;
-            self.for_each_place(h, end_block, end_idx, |p| {
-                // SAFETY: places before the tail are written (the push lock
-                // ordered their pushes before this cut).
-                named |= 1 << unsafe { p.hash() }.shard();
-            });
-        }
-        while named != 0 {
-            let s = named.trailing_zeros() as usize;
-            named &= named - 1;
-            self.shard_lock(s).wait_free();
+        //
+        // No barrier while the cells are merged: every send then reads the
+        // epoch under the lock this cut held to move it, so a send that read
+        // the old one finished before that, and one after it reads the new
+        // one, also a send after a split (which takes that lock too, after
+        // this cut let go of it).
+        if !merged {
+            self.barrier(h, batch, end_block, end_idx);
         }
         out.reserve(batch);
         // The events are written into the room just reserved and counted
@@ -1171,23 +1246,16 @@ impl<K, V> Solo<K, V> {
             return (Vec::new(), Vec::new(), 0);
         }
         let mut keys = Vec::new();
-        let guards: Vec<_> = self
-            .shards
-            .iter()
-            .enumerate()
-            .map(|(s, shard)| {
-                let guard = self.lock_shard(s);
-                // SAFETY: the lock is held.
-                let data = unsafe { Self::data(shard, &guard) };
-                data.open = false;
-                // Taken, not drained: a retired part keeps no table.
-                keys.extend(std::mem::take(&mut data.index).into_iter().map(|ix| ix.key));
-                guard
-            })
-            .collect();
-        let push = self.push.lock.lock();
-        // SAFETY: the push lock is held.
-        let t = unsafe { self.tail(&push) };
+        let (guards, push) = self.lock_everything();
+        for shard in self.shards.iter() {
+            // SAFETY: every shard's lock is held (`lock_everything`).
+            let data = unsafe { Self::data(shard, &guards[0]) };
+            data.open = false;
+            // Taken, not drained: a retired part keeps no table.
+            keys.extend(std::mem::take(&mut data.index).into_iter().map(|ix| ix.key));
+        }
+        // SAFETY: the push side is held (`lock_everything`).
+        let t = unsafe { self.tail_held() };
         let mut values = Vec::new();
         let mut sends = 0;
         let (end_block, end_idx) = (t.block, t.idx);
@@ -1240,10 +1308,9 @@ impl<K, V> Solo<K, V> {
     /// and hands them to `then` in first-touch order; then marks the queue
     /// converted or shut.
     fn seize(&self, converting: bool, then: impl FnOnce(Vec<Moved<K, V>>)) {
-        let mut guards: Vec<_> = (0..SHARDS).map(|s| self.lock_shard(s)).collect();
-        let push = self.push.lock.lock();
-        // SAFETY: the push lock is held.
-        let t = unsafe { self.tail(&push) };
+        let (mut guards, push) = self.lock_everything();
+        // SAFETY: the push side is held (`lock_everything`).
+        let t = unsafe { self.tail_held() };
         if t.block.is_null() {
             // The consumer tore the part down (`tear_down`: its receiver
             // closed, also after a hard close that left the hub holding
@@ -1253,9 +1320,9 @@ impl<K, V> Solo<K, V> {
             return;
         }
         let mut found = Vec::new();
-        for (s, (shard, guard)) in self.shards.iter().zip(&guards).enumerate() {
-            // SAFETY: the lock is held.
-            let data = unsafe { Self::data(shard, guard) };
+        for (s, shard) in self.shards.iter().enumerate() {
+            // SAFETY: every shard's lock is held (`lock_everything`).
+            let data = unsafe { Self::data(shard, &guards[0]) };
             data.open = false;
             for ix in data.index.drain() {
                 // SAFETY: blocks outlive the index entries naming them.
@@ -1306,8 +1373,12 @@ impl<K, V> Solo<K, V> {
             // lock, and the consumer never holds a shard lock while it waits
             // for the push lock (`pending_head` lets its go first; its
             // tear-down, which takes both, comes after its deregistration,
-            // which waits for the registrar's writer lock).
-            guards.clear();
+            // which waits for the registrar's writer lock). While the cells
+            // are merged (no push guard: a hard close; a conversion split
+            // them first) their one lock is the push lock too, and stays.
+            if push.is_some() {
+                guards.clear();
+            }
         }
         then(moved);
         if converting {

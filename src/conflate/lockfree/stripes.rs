@@ -93,6 +93,17 @@ impl Stripe<'_> {
         }
     }
 
+    /// The sending thread, as far as this hub can tell: its own stripe's
+    /// address, or 0 on the shared stripe, which any number of threads use
+    /// (the cells' merged mode, `Cells::lock_for_send`).
+    #[inline]
+    pub(crate) fn identity(self) -> usize {
+        match self {
+            Stripe::Own(w) => std::ptr::from_ref(w) as usize,
+            Stripe::Shared(_) => 0,
+        }
+    }
+
     /// Counts one accepted send that is never in flight (no receiver, no
     /// table: nothing to publish). Relaxed: a count, read by `Stripes::sent`.
     #[inline]

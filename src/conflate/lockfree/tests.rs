@@ -878,3 +878,87 @@ fn the_sole_receivers_recycled_blocks_hold_nothing_ready() {
     let s = rx.stats();
     assert_eq!((s.received, s.pending), (next as u64, 0), "{s:?}");
 }
+
+/// docs/design.md, "One lock while one thread sends": a table hub's cells
+/// stay merged while one thread sends, also with its receiver and the
+/// table's readers on other threads; a send from a second thread splits
+/// them for good; every value arrives either way, in first-touch order.
+#[test]
+fn a_table_hubs_cells_stay_merged_for_one_sending_thread_only() {
+    let hub: Hub<u32, u32> = Hub::builder().retain_latest().build();
+    assert!(
+        hub.shared.cells.is_merged(),
+        "a newer-wins table hub starts merged"
+    );
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    for k in 0..40 {
+        tx.send(k, k).unwrap();
+    }
+    let reader = thread::scope(|s| s.spawn(|| hub.latest(&7)).join().unwrap());
+    assert_eq!(reader, Some(7));
+    let first: Vec<_> = thread::scope(|s| {
+        s.spawn(|| rx.try_recv_all().unwrap())
+            .join()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.key)
+            .collect()
+    });
+    assert_eq!(first, (0..40).collect::<Vec<_>>());
+    assert!(
+        hub.shared.cells.is_merged(),
+        "readers and the consumer do not split"
+    );
+    let other = tx.clone();
+    thread::spawn(move || other.send(100, 1).unwrap())
+        .join()
+        .unwrap();
+    assert!(
+        !hub.shared.cells.is_merged(),
+        "a second sending thread splits"
+    );
+    tx.send(3, 33).unwrap();
+    let second: Vec<_> = rx
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.key, e.value))
+        .collect();
+    assert_eq!(second, [(100, 1), (3, 33)]);
+    assert_eq!((hub.latest(&3), hub.latest(&100)), (Some(33), Some(1)));
+}
+
+/// A snapshot receiver (a cell receiver besides the sole one) splits the
+/// cells at its registration, and a hub that keeps no table, or has its
+/// own merge, never merges.
+#[test]
+fn a_cell_receiver_splits_the_merged_cells_and_only_newer_wins_tables_merge() {
+    let hub: Hub<u32, u32> = Hub::builder().retain_latest().build();
+    let tx = hub.sender();
+    let mut rx = hub.receiver();
+    tx.send(1, 1).unwrap();
+    let mut snap = hub.receiver_builder().snapshot().build();
+    assert!(!hub.shared.cells.is_merged());
+    tx.send(2, 2).unwrap();
+    let got: Vec<_> = rx
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(got, [1, 2]);
+    let seeded: Vec<_> = snap
+        .try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(seeded, [1, 2]);
+    assert!(!Hub::<u32, u32>::new().shared.cells.is_merged());
+    let merging: Hub<u32, u32> = Hub::builder()
+        .merge(|a, b| Some(a + b))
+        .retain_latest()
+        .build();
+    assert!(!merging.shared.cells.is_merged());
+}

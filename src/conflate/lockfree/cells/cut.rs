@@ -254,7 +254,9 @@ struct Taker {
 /// preempted inside a cut stalls the senders of one shard).
 struct HeldShard<'a, K, V> {
     cells: &'a Cells<K, V>,
-    held: Option<usize>,
+    /// The shard held and the lock that holds it (shard 0's while the cells
+    /// are merged, `Cells::lock_or`).
+    held: Option<(usize, &'a SpinLock)>,
 }
 
 impl<'a, K, V> HeldShard<'a, K, V> {
@@ -265,23 +267,21 @@ impl<'a, K, V> HeldShard<'a, K, V> {
     /// Locks shard `s`; holds none before.
     fn lock(&mut self, s: usize) {
         debug_assert!(self.held.is_none(), "one shard at a time");
-        self.cells.shards[s]
+        let own = self.cells.shards[s]
             .lock
             .spin()
-            .expect("only hubs with cell receivers cut, and their shards spin")
-            .lock_raw();
-        self.held = Some(s);
+            .expect("only hubs with cell receivers cut, and their shards spin");
+        let (guard, merged) = self.cells.lock_or(own);
+        std::mem::forget(guard);
+        let lock = if merged { self.cells.spin_lock(0) } else { own };
+        self.held = Some((s, lock));
     }
 
     /// Lets go of the shard it holds, if any.
     fn unlock(&mut self) {
-        if let Some(s) = self.held.take() {
-            let lock = self.cells.shards[s]
-                .lock
-                .spin()
-                .expect("locked as a spin lock");
-            // SAFETY: `lock` locked this shard (`held`) and nothing released
-            // it since (`held` is taken once).
+        if let Some((_, lock)) = self.held.take() {
+            // SAFETY: `lock` was locked for this shard (`held`) and nothing
+            // released it since (`held` is taken once).
             unsafe { lock.unlock_raw() };
         }
     }
@@ -300,7 +300,7 @@ impl<K, V> InOrder<'_, K, V> {
     /// Holds shard `s`'s lock (and no other).
     #[inline(always)]
     fn hold(&mut self, s: usize) {
-        if self.shard.held == Some(s) {
+        if self.shard.held.map(|(h, _)| h) == Some(s) {
             return;
         }
         self.shard.unlock();

@@ -9,14 +9,14 @@ mod table;
 mod take;
 
 use super::cell_rx::CellRx;
-use super::lock::{ShardGuard, ShardLock, SpinLock};
+use super::lock::{ShardGuard, ShardLock, SpinGuard, SpinLock};
 use super::queue::CellId;
 use super::registry::{Listed, Registry};
 use super::solo::{Owned, Solo};
 use crate::conflate::common::event::Event;
 use crate::conflate::common::policy::Merge;
 use crate::conflate::common::removal::Tombstones;
-use crate::sync::{AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
 use slab::{mark_epoch, CellData, Place, Slab, INLINE, PENDING, STALE};
@@ -126,6 +126,8 @@ struct Locked<'a, K, V> {
 }
 
 impl<K, V> Shard<K, V> {
+    /// Locks this shard's own lock: only where the cells are known split, or
+    /// their shards park (`Cells::lock` otherwise).
     fn lock(&self) -> Locked<'_, K, V> {
         self.locked(self.lock.lock())
     }
@@ -390,6 +392,16 @@ pub(crate) struct Cells<K, V> {
     tombstones: Tombstones<V>,
     /// The next first-touch number for the table.
     next_order: AtomicU64,
+    /// One lock for every shard: while set, shard 0's lock guards every
+    /// shard and a table part's push side, and no other of their locks is
+    /// taken (docs/design.md, "One lock while one thread sends"). Set at
+    /// the start in a newer-wins table hub; cleared for good (the *split*)
+    /// under that lock, by a send from a second thread or by a registration
+    /// that lists a cell receiver other than a sole one.
+    merged: AtomicBool,
+    /// The one sending thread while `merged` (its stripe's address; 0:
+    /// none yet). Written under shard 0's lock while `merged`.
+    sender: AtomicUsize,
 }
 
 impl<K, V> Cells<K, V> {
@@ -421,14 +433,111 @@ impl<K, V> Cells<K, V> {
             merge,
             tombstones,
             next_order: AtomicU64::new(0),
+            merged: AtomicBool::new(!park && retain),
+            sender: AtomicUsize::new(0),
         }
+    }
+
+    /// Locks `own` (one of the cells' shard locks, or a table part's push
+    /// lock), or, while the cells are merged, shard 0's lock, which then
+    /// stands for every one of them. Returns whether the hub is merged.
+    ///
+    /// Acquire on the first load: pairs with the split's Release store, so
+    /// a holder of `own` that saw the split sees everything the merged
+    /// holders wrote (they let go of shard 0's lock before the split took
+    /// it). The split is for good, so no holder of `own` needs to look
+    /// again; a merged holder does, under the lock, where the flag only
+    /// changes (Relaxed).
+    #[inline(always)]
+    pub(crate) fn lock_or<'a>(&'a self, own: &'a SpinLock) -> (SpinGuard<'a>, bool) {
+        if self.merged.load(Ordering::Acquire) {
+            let guard = self.spin_lock(0).lock();
+            if self.merged.load(Ordering::Relaxed) {
+                return (guard, true);
+            }
+        }
+        (own.lock(), false)
+    }
+
+    /// [`Cells::lock_or`] for a send from the thread `who` (its stripe's
+    /// address; 0: a thread on the shared stripe, which cannot be told
+    /// apart): the first sender owns the merged lock, and a send from any
+    /// other thread splits the hub for good before it locks its shard.
+    #[inline(always)]
+    fn lock_for_send(&self, s: usize, who: usize) -> (SpinGuard<'_>, bool) {
+        // Acquire: as in `lock_or`.
+        if self.merged.load(Ordering::Acquire) {
+            let guard = self.spin_lock(0).lock();
+            // Relaxed, both: written only under this lock.
+            if self.merged.load(Ordering::Relaxed) {
+                let sender = self.sender.load(Ordering::Relaxed);
+                if sender == who && who != 0 {
+                    return (guard, true);
+                }
+                if sender == 0 && who != 0 {
+                    self.sender.store(who, Ordering::Relaxed);
+                    return (guard, true);
+                }
+                // Release: pairs with `lock_or`'s Acquire.
+                self.merged.store(false, Ordering::Release);
+            }
+        }
+        (self.spin_lock(s).lock(), false)
+    }
+
+    /// Ends the merged mode for good (a registration that lists a cell
+    /// receiver besides a sole one, whose cell machinery takes the shard
+    /// locks one by one). Waits for the merged lock's holder.
+    pub(crate) fn split(&self) {
+        if self.merged.load(Ordering::Acquire) {
+            let _guard = self.spin_lock(0).lock();
+            // Release: pairs with `lock_or`'s Acquire.
+            self.merged.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether the cells are merged (tests).
+    #[cfg(test)]
+    pub(crate) fn is_merged(&self) -> bool {
+        self.merged.load(Ordering::Acquire)
+    }
+
+    /// Shard `s`, locked (through [`Cells::lock_or`]).
+    #[inline]
+    fn lock(&self, s: usize) -> Locked<'_, K, V> {
+        let shard = &self.shards[s];
+        match shard.lock.spin() {
+            Some(spin) => shard.locked(ShardGuard::Spin(self.lock_or(spin).0)),
+            None => shard.locked(shard.lock.lock()),
+        }
+    }
+
+    /// Every shard, locked (through [`Cells::lock_or`]: the one lock while
+    /// merged, else each in index order), and the guard that holds them
+    /// while merged.
+    fn lock_all(&self) -> (Option<SpinGuard<'_>>, Vec<Locked<'_, K, V>>) {
+        if let Some(spin) = self.shards[0].lock.spin() {
+            let (guard, merged) = self.lock_or(spin);
+            if merged {
+                let all = self
+                    .shards
+                    .iter()
+                    .map(|s| s.locked(ShardGuard::None))
+                    .collect();
+                return (Some(guard), all);
+            }
+            let mut all = vec![self.shards[0].locked(ShardGuard::Spin(guard))];
+            all.extend(self.shards[1..].iter().map(|s| s.lock()));
+            return (None, all);
+        }
+        (None, self.shards.iter().map(|s| s.lock()).collect())
     }
 
     /// Clears receiver `id`'s mark (a closed receiver's entry) and any deposit
     /// it has at `cell`; returns the sends the entry stood for.
     pub(crate) fn forget(&self, cell: CellId, start: u64, id: u32) -> u64 {
         let (s, i) = split(cell);
-        let mut sh = self.shards[s].lock();
+        let mut sh = self.lock(s);
         let seq = sh.place(i).seq.load(Ordering::Relaxed);
         let c = sh.cell(i);
         let was_idle = c.idle();
@@ -466,8 +575,8 @@ impl<K, V> Cells<K, V> {
     /// deposit) now. The cells and marks stay until each receiver's consumer
     /// lets go of its entries (their sequences count its dropped sends).
     pub(crate) fn drop_values(&self) {
-        for shard in self.shards.iter() {
-            let mut sh = shard.lock();
+        for s in 0..SHARDS {
+            let mut sh = self.lock(s);
             let mut values = Vec::new();
             let indexed: Vec<u32> = sh.d().index.iter().copied().collect();
             for i in indexed {

@@ -70,7 +70,7 @@ impl<K: Eq, V> Cells<K, V> {
         if extra == 0 {
             return;
         }
-        let sh = self.shards[shard_of(hash)].lock();
+        let sh = self.lock(shard_of(hash));
         if let Some((_, place)) = sh.find_place(hash as u32, key) {
             // Relaxed: written under the lock, as a send's bump.
             let seq = place.seq.load(Ordering::Relaxed);
@@ -93,7 +93,8 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     ///
     /// `tombstone`: `value` removes the key (the caller ran the hub's test
     /// before anything was locked): the table forgets the key, and the value
-    /// still reaches every cell receiver as any send does.
+    /// still reaches every cell receiver as any send does. `who`: the
+    /// sending thread (`Cells::lock_for_send`).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) unsafe fn send(
@@ -104,6 +105,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         tombstone: bool,
         registry: &Registry<K, V>,
         clock: &AtomicU64,
+        who: usize,
     ) {
         // `shard_of` masks to `SHARDS`: the fixed-size array needs no
         // bounds check.
@@ -111,7 +113,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let hash32 = hash as u32;
         // A shard spins exactly when the hub's merge is newer-wins
         // (`Cells::new`), so the lock's kind alone picks the path.
-        let Some(spin) = shard.lock.spin() else {
+        if shard.lock.spin().is_none() {
             // A hub with its own merge: the cells are the table only.
             let sh = shard.lock();
             // The clock and the key's cell, under the lock (`Locked::look`).
@@ -120,11 +122,11 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             return unsafe {
                 self.send_slow(sh, found, hash, key, value, tombstone, registry, clock, now)
             };
-        };
+        }
         // Newer wins. The spin guard is kept apart from `Locked` until the
         // fast path is ruled out, so that path unlocks with its one store and
         // no guard dispatch.
-        let guard = spin.lock();
+        let (guard, _) = self.lock_for_send(shard_of(hash), who);
         // The guard above holds the lock for this `Locked`.
         let sh = shard.locked(ShardGuard::None);
         // The clock and the key's cell, under the lock (`Locked::look`).
@@ -201,12 +203,19 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// hub's part it loaded (a table hub's, `Solo::for_table` over these
     /// cells).
     #[inline(always)]
-    pub(crate) unsafe fn send_owned(&self, hash: u64, key: &K, value: V, solo: &Solo<K, V>) {
+    pub(crate) unsafe fn send_owned(
+        &self,
+        hash: u64,
+        key: &K,
+        value: V,
+        solo: &Solo<K, V>,
+        who: usize,
+    ) {
         let copy = value.clone();
         let s = shard_of(hash);
         let shard = &self.shards[s];
         let hash32 = hash as u32;
-        let guard = self.spin_lock(s).lock();
+        let (guard, merged) = self.lock_for_send(s, who);
         let mut sh = shard.locked(ShardGuard::Spin(guard));
         let (i, place) = match sh.find_place(hash32, key) {
             Some(found) => found,
@@ -219,7 +228,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         }
         // SAFETY: the shard's lock is held, which is the part's (the
         // caller's contract); `owned[i]` is the key's reference.
-        let sent = unsafe { solo.send_held(hash, key, copy, &mut owned[i as usize]) };
+        let sent = unsafe { solo.send_held(hash, key, copy, &mut owned[i as usize], merged) };
         // SAFETY: the shard lock is held and the place is in use; no other
         // reference to this cell is made while this one lives.
         let cell = unsafe { place.cell() };

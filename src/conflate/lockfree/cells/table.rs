@@ -7,7 +7,7 @@ use super::*;
 impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     /// The table's value for `key` (`retain_latest`).
     pub(crate) fn latest(&self, hash: u64, key: &K) -> Option<V> {
-        let sh = self.shards[shard_of(hash)].lock();
+        let sh = self.lock(shard_of(hash));
         let i = sh.find(hash as u32, key)?;
         let c = sh.cell(i);
         if c.retained() {
@@ -25,7 +25,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
     }
 
     fn table_entries<T>(&self, mut f: impl FnMut(CellId, &K, &V) -> T) -> Vec<T> {
-        let guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
+        let (merged, guards) = self.lock_all();
         let mut out: Vec<(u64, T)> = Vec::new();
         for (s, sh) in guards.iter().enumerate() {
             for &i in sh.d_ref().index.iter() {
@@ -36,6 +36,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
             }
         }
         drop(guards);
+        drop(merged);
         out.sort_unstable_by_key(|&(order, _)| order);
         out.into_iter().map(|(_, t)| t).collect()
     }
@@ -47,7 +48,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let cells = self.table_entries(|c, _, _| c);
         for c in cells {
             let (s, i) = split(c);
-            let sh = self.shards[s].lock();
+            let sh = self.lock(s);
             let seq = sh.place(i).seq.load(Ordering::Relaxed);
             let pushed = rx.queue.push(c, seq);
             let cell = sh.cell(i);

@@ -21,11 +21,11 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         let shard = &self.shards[s];
         // The spin guard directly (no `ShardGuard` dispatch): unlocks also
         // when a clone unwinds.
-        let guard = shard
+        let spin = shard
             .lock
             .spin()
-            .expect("only hubs with cell receivers take, and their shards spin")
-            .lock();
+            .expect("only hubs with cell receivers take, and their shards spin");
+        let (guard, _) = self.lock_or(spin);
         let place = shard.slab.place(i);
         let mut freed = Vec::new();
         let event = match Self::take_marked(shard, place, i, start, rx.id, epoch, &mut freed) {
@@ -125,7 +125,7 @@ impl<K: Eq + Clone, V: Clone> Cells<K, V> {
         epoch: u8,
     ) -> Option<Event<K, V>> {
         let (s, i) = split(cell);
-        let sh = self.shards[s].lock();
+        let sh = self.lock(s);
         let seq = sh.place(i).seq.load(Ordering::Relaxed);
         let c = sh.cell(i);
         let mark = c.mark(rx.id);
