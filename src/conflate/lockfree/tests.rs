@@ -879,6 +879,15 @@ fn the_sole_receivers_recycled_blocks_hold_nothing_ready() {
     assert_eq!((s.received, s.pending), (next as u64, 0), "{s:?}");
 }
 
+/// The keys of one `try_recv_all` batch, in order.
+fn cut_keys<V: Clone + Send + 'static>(rx: &mut super::Receiver<u32, V>) -> Vec<u32> {
+    rx.try_recv_all()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect()
+}
+
 /// docs/design.md, "One lock while one thread sends": a table hub's cells
 /// stay merged while one thread sends, also with its receiver and the
 /// table's readers on other threads; a send from a second thread splits
@@ -897,14 +906,7 @@ fn a_table_hubs_cells_stay_merged_for_one_sending_thread_only() {
     }
     let reader = thread::scope(|s| s.spawn(|| hub.latest(&7)).join().unwrap());
     assert_eq!(reader, Some(7));
-    let first: Vec<_> = thread::scope(|s| {
-        s.spawn(|| rx.try_recv_all().unwrap())
-            .join()
-            .unwrap()
-            .into_iter()
-            .map(|e| e.key)
-            .collect()
-    });
+    let first = thread::scope(|s| s.spawn(|| cut_keys(&mut rx)).join().unwrap());
     assert_eq!(first, (0..40).collect::<Vec<_>>());
     assert!(
         hub.shared.cells.is_merged(),
@@ -941,20 +943,8 @@ fn a_cell_receiver_splits_the_merged_cells_and_only_newer_wins_tables_merge() {
     let mut snap = hub.receiver_builder().snapshot().build();
     assert!(!hub.shared.cells.is_merged());
     tx.send(2, 2).unwrap();
-    let got: Vec<_> = rx
-        .try_recv_all()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.key)
-        .collect();
-    assert_eq!(got, [1, 2]);
-    let seeded: Vec<_> = snap
-        .try_recv_all()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.key)
-        .collect();
-    assert_eq!(seeded, [1, 2]);
+    assert_eq!(cut_keys(&mut rx), [1, 2]);
+    assert_eq!(cut_keys(&mut snap), [1, 2]);
     assert!(!Hub::<u32, u32>::new().shared.cells.is_merged());
     let merging: Hub<u32, u32> = Hub::builder()
         .merge(|a, b| Some(a + b))
