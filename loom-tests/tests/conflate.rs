@@ -1092,8 +1092,9 @@ fn registry_compaction_vs_send() {
 /// hub's cells start with one lock for every shard and the sole receiver's
 /// push side, owned by the first thread that sends. Here a thread sends `a`
 /// while the receiver's thread sends `b` and then cuts: whichever sends
-/// second splits the cells for good, under the one lock, possibly while the
-/// other's send or cut waits for it or holds it. Every send is delivered
+/// second, or first finds the one lock held, splits the cells for good,
+/// under the one lock, possibly while the other's send or cut waits for it
+/// or holds it. Every send is delivered
 /// once, by value, and the table holds both.
 ///
 /// Rule: conflate 5 and 6, the state table. Trap: a holder that read the

@@ -36,6 +36,22 @@ impl SpinLock {
         SpinGuard(self)
     }
 
+    /// [`SpinLock::lock`], and whether it found the lock held: another
+    /// thread at work under it now (the cells' merged mode splits on that,
+    /// `Cells::lock_or`).
+    #[inline]
+    pub(crate) fn lock_noting_contention(&self) -> (SpinGuard<'_>, bool) {
+        // SeqCst: as in `lock`.
+        let contended = self
+            .0
+            .compare_exchange_weak(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err();
+        if contended {
+            self.lock_contended();
+        }
+        (SpinGuard(self), contended)
+    }
+
     /// Releases a lock whose guard was forgotten (a cut's current shard,
     /// `cells/cut.rs`).
     ///

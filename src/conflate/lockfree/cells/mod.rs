@@ -441,6 +441,8 @@ impl<K, V> Cells<K, V> {
     /// Locks `own` (one of the cells' shard locks, or a table part's push
     /// lock), or, while the cells are merged, shard 0's lock, which then
     /// stands for every one of them. Returns whether the hub is merged.
+    /// Finding the one lock held splits the cells (a second thread is at
+    /// work on the hub now: the shard locks let it run beside the first).
     ///
     /// Acquire on the first load: pairs with the split's Release store, so
     /// a holder of `own` that saw the split sees everything the merged
@@ -451,9 +453,13 @@ impl<K, V> Cells<K, V> {
     #[inline(always)]
     pub(crate) fn lock_or<'a>(&'a self, own: &'a SpinLock) -> (SpinGuard<'a>, bool) {
         if self.merged.load(Ordering::Acquire) {
-            let guard = self.spin_lock(0).lock();
+            let (guard, contended) = self.spin_lock(0).lock_noting_contention();
             if self.merged.load(Ordering::Relaxed) {
-                return (guard, true);
+                if !contended {
+                    return (guard, true);
+                }
+                // Release: pairs with the Acquire above.
+                self.merged.store(false, Ordering::Release);
             }
         }
         (own.lock(), false)
@@ -462,19 +468,20 @@ impl<K, V> Cells<K, V> {
     /// [`Cells::lock_or`] for a send from the thread `who` (its stripe's
     /// address; 0: a thread on the shared stripe, which cannot be told
     /// apart): the first sender owns the merged lock, and a send from any
-    /// other thread splits the hub for good before it locks its shard.
+    /// other thread splits the hub for good before it locks its shard, as
+    /// one that finds the one lock held does.
     #[inline(always)]
     fn lock_for_send(&self, s: usize, who: usize) -> (SpinGuard<'_>, bool) {
         // Acquire: as in `lock_or`.
         if self.merged.load(Ordering::Acquire) {
-            let guard = self.spin_lock(0).lock();
+            let (guard, contended) = self.spin_lock(0).lock_noting_contention();
             // Relaxed, both: written only under this lock.
             if self.merged.load(Ordering::Relaxed) {
                 let sender = self.sender.load(Ordering::Relaxed);
-                if sender == who && who != 0 {
+                if !contended && sender == who && who != 0 {
                     return (guard, true);
                 }
-                if sender == 0 && who != 0 {
+                if !contended && sender == 0 && who != 0 {
                     self.sender.store(who, Ordering::Relaxed);
                     return (guard, true);
                 }
