@@ -41,10 +41,12 @@ impl SpinLock {
     /// `Cells::lock_or`).
     #[inline]
     pub(crate) fn lock_noting_contention(&self) -> (SpinGuard<'_>, bool) {
-        // SeqCst: as in `lock`.
+        // SeqCst: as in `lock`. The strong CAS (on x86 the same
+        // instruction): a weak one may fail spuriously, which would read as
+        // contention where there is none (miri makes it fail so).
         let contended = self
             .0
-            .compare_exchange_weak(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
             .is_err();
         if contended {
             self.lock_contended();
