@@ -441,8 +441,40 @@ impl<K, V> Cells<K, V> {
     /// Locks `own` (one of the cells' shard locks, or a table part's push
     /// lock), or, while the cells are merged, shard 0's lock, which then
     /// stands for every one of them. Returns whether the hub is merged.
-    /// Finding the one lock held splits the cells (a second thread is at
-    /// work on the hub now: the shard locks let it run beside the first).
+    #[inline(always)]
+    pub(crate) fn lock_or<'a>(&'a self, own: &'a SpinLock) -> (SpinGuard<'a>, bool) {
+        self.lock_merged_or(|| own, || true)
+    }
+
+    /// [`Cells::lock_or`] for a send from the thread `who` (its stripe's
+    /// address; 0: a thread on the shared stripe, which cannot be told
+    /// apart): the first sender owns the merged lock, and a send from any
+    /// other thread splits the cells.
+    #[inline(always)]
+    fn lock_for_send(&self, s: usize, who: usize) -> (SpinGuard<'_>, bool) {
+        self.lock_merged_or(
+            || self.spin_lock(s),
+            || {
+                // Relaxed: written only under the one lock, which is held.
+                match self.sender.load(Ordering::Relaxed) {
+                    _ if who == 0 => false,
+                    0 => {
+                        self.sender.store(who, Ordering::Relaxed);
+                        true
+                    }
+                    sender => sender == who,
+                }
+            },
+        )
+    }
+
+    /// The one protocol behind [`Cells::lock_or`] and
+    /// [`Cells::lock_for_send`]: while merged, takes shard 0's lock and keeps
+    /// it if the cells are still merged, nobody held it (a second thread at
+    /// work on the hub now splits them: the shard locks let it run beside
+    /// the first) and `keeps` (run under it) agrees; otherwise splits the
+    /// cells for good and locks `own` (found only then: a send's shard lock
+    /// is looked up off the merged path).
     ///
     /// Acquire on the first load: pairs with the split's Release store, so
     /// a holder of `own` that saw the split sees everything the merged
@@ -451,45 +483,22 @@ impl<K, V> Cells<K, V> {
     /// again; a merged holder does, under the lock, where the flag only
     /// changes (Relaxed).
     #[inline(always)]
-    pub(crate) fn lock_or<'a>(&'a self, own: &'a SpinLock) -> (SpinGuard<'a>, bool) {
+    fn lock_merged_or<'a>(
+        &'a self,
+        own: impl FnOnce() -> &'a SpinLock,
+        keeps: impl FnOnce() -> bool,
+    ) -> (SpinGuard<'a>, bool) {
         if self.merged.load(Ordering::Acquire) {
             let (guard, contended) = self.spin_lock(0).lock_noting_contention();
             if self.merged.load(Ordering::Relaxed) {
-                if !contended {
+                if !contended && keeps() {
                     return (guard, true);
                 }
                 // Release: pairs with the Acquire above.
                 self.merged.store(false, Ordering::Release);
             }
         }
-        (own.lock(), false)
-    }
-
-    /// [`Cells::lock_or`] for a send from the thread `who` (its stripe's
-    /// address; 0: a thread on the shared stripe, which cannot be told
-    /// apart): the first sender owns the merged lock, and a send from any
-    /// other thread splits the hub for good before it locks its shard, as
-    /// one that finds the one lock held does.
-    #[inline(always)]
-    fn lock_for_send(&self, s: usize, who: usize) -> (SpinGuard<'_>, bool) {
-        // Acquire: as in `lock_or`.
-        if self.merged.load(Ordering::Acquire) {
-            let (guard, contended) = self.spin_lock(0).lock_noting_contention();
-            // Relaxed, both: written only under this lock.
-            if self.merged.load(Ordering::Relaxed) {
-                let sender = self.sender.load(Ordering::Relaxed);
-                if !contended && sender == who && who != 0 {
-                    return (guard, true);
-                }
-                if !contended && sender == 0 && who != 0 {
-                    self.sender.store(who, Ordering::Relaxed);
-                    return (guard, true);
-                }
-                // Release: pairs with `lock_or`'s Acquire.
-                self.merged.store(false, Ordering::Release);
-            }
-        }
-        (self.spin_lock(s).lock(), false)
+        (own().lock(), false)
     }
 
     /// Ends the merged mode for good (a registration that lists a cell
